@@ -1,0 +1,43 @@
+# The two commands that work on a fresh machine: `make plan` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STACK ?= onprem
+
+.PHONY: setup plan plan-all test lint typecheck shellcheck docs clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/activate
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+setup: $(VENV)/.installed
+
+## Offline plan of stacks/Pulumi.$(STACK).yaml into build/$(STACK) (no Pulumi CLI needed).
+plan: setup
+	$(BIN)/python -m components.plan --stack $(STACK) --out build/$(STACK)
+
+plan-all: setup
+	$(BIN)/python -m components.plan --stack onprem --out build/onprem
+	$(BIN)/python -m components.plan --stack cloud --out build/cloud
+
+## Lint, type-check, shellcheck, then every test (the SSH fleet tests need root and network namespaces).
+test: setup lint
+	$(BIN)/python -m pytest
+
+lint: setup shellcheck
+	$(BIN)/ruff check .
+	$(BIN)/mypy components __main__.py
+
+shellcheck:
+	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: apt-get install shellcheck"; exit 1; }
+	shellcheck -s bash components/scripts/*.sh
+
+docs: setup
+	$(BIN)/python -m components.config.reference --write README.md
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache

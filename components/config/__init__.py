@@ -1,0 +1,1 @@
+"""The typed stack configuration: schema machinery, checks, sections and the loader."""

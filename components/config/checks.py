@@ -1,0 +1,170 @@
+"""Value checks shared by config sections: each returns None when fine, else what is wrong."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .schema import Check
+
+_DNS_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
+_QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$|^\d+(\.\d+)?%$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_TAINT = re.compile(r"^([^=:]+)(=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)$")
+
+
+def is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def host(value: str) -> str | None:
+    if is_ip(value):
+        return None
+    labels = value.rstrip(".").split(".")
+    # A dotted all-numeric name is a mistyped IPv4 address, not a DNS name.
+    if all(label.isdigit() for label in labels) or not all(_DNS_LABEL.match(label) for label in labels):
+        return "is not an IP address or DNS name"
+    if len(value) > 253:
+        return "is not an IP address or DNS name (longer than 253 characters)"
+    return None
+
+
+def host_port(value: str) -> str | None:
+    """host, host:port or [ipv6]:port."""
+    match = re.match(r"^\[(?P<v6>[^\]]+)\](:(?P<port6>\d+))?$|^(?P<host>[^:]+)(:(?P<port>\d+))?$", value)
+    if not match:
+        return "is not host or host:port" if not is_ip(value) else None
+    name = match.group("v6") or match.group("host")
+    port = match.group("port6") or match.group("port")
+    if host(name):
+        return "is not an IP address or DNS name (with an optional :port)"
+    if port is not None and not 1 <= int(port) <= 65535:
+        return "has a port outside 1-65535"
+    return None
+
+
+def cidr(value: str) -> str | None:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError as err:
+        return f"is not a CIDR network ({err})"
+    return None
+
+
+def k8s_name(value: str) -> str | None:
+    if len(value) > 63 or not _K8S_NAME.match(value):
+        return "is not a valid name (lowercase letters, digits and '-', at most 63, start and end alphanumeric)"
+    return None
+
+
+def duration(value: str) -> str | None:
+    if not _DURATION.match(value):
+        return "is not a duration such as 30m, 1h30m or 90s"
+    return None
+
+
+def duration_seconds(value: str) -> float:
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * units[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)(ns|us|µs|ms|s|m|h)", value))
+
+
+def quantity(value: str) -> str | None:
+    if not _QUANTITY.match(value):
+        return "is not a Kubernetes quantity such as 500m, 4Gi, 10%"
+    return None
+
+
+def k8s_version(value: str) -> str | None:
+    if not _VERSION.match(value):
+        return "is not a Kubernetes version such as 1.34.2"
+    return None
+
+
+def version_tuple(value: str) -> tuple[int, int, int]:
+    match = _VERSION.match(value)
+    if not match:
+        raise ValueError(value)
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch)
+
+
+def pinned_chart_version(value: str) -> str | None:
+    if not re.match(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$", value):
+        return "is not a pinned chart version such as 1.2.3 (ranges and 'latest' are not allowed)"
+    return None
+
+
+def between(low: float, high: float) -> Check:
+    def check(value: Any) -> str | None:
+        if not low <= value <= high:
+            return f"must be between {low:g} and {high:g}"
+        return None
+
+    return check
+
+
+def label_key(value: str) -> str | None:
+    prefix, _, name = value.rpartition("/")
+    if prefix and host(prefix):
+        return "has a prefix that is not a DNS subdomain"
+    if not _LABEL_NAME.match(name):
+        return "is not a valid label key"
+    return None
+
+
+def labels(value: Any) -> str | None:
+    for key, val in value.items():
+        if label_key(key):
+            return f"has an invalid label key {key!r}"
+        if val and not _LABEL_NAME.match(val):
+            return f"has an invalid value {val!r} for label {key!r}"
+    return None
+
+
+def taint(value: str) -> str | None:
+    if not _TAINT.match(value):
+        return "is not a taint such as nvidia.com/gpu=present:NoSchedule"
+    return None
+
+
+def parse_taint(value: str) -> dict[str, str]:
+    match = _TAINT.match(value)
+    if not match:
+        raise ValueError(value)
+    out = {"key": match.group(1), "effect": match.group(4)}
+    if match.group(3):
+        out["value"] = match.group(3)
+    return out
+
+
+def each(check: Callable[[Any], str | None]) -> Check:
+    def check_all(values: Any) -> str | None:
+        for item in values:
+            message = check(item)
+            if message:
+                return f"item {item!r} {message}"
+        return None
+
+    return check_all
+
+
+def ssh_public_key(value: str) -> str | None:
+    parts = value.split()
+    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")):
+        return "is not an SSH public host key such as 'ssh-ed25519 AAAA…' (see ssh-keyscan)"
+    return None
+
+
+def absolute_path(value: str) -> str | None:
+    if not value.startswith("/"):
+        return "is not an absolute path"
+    return None

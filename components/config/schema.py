@@ -1,0 +1,353 @@
+"""A small declarative schema for typed, validated stack configuration.
+
+Each config section is a frozen dataclass whose fields carry their documentation, their config key
+(camelCase, as users write it) and optional checks in ``field(metadata=...)``.  One generic parser walks
+the dataclasses, so types, ranges, unknown keys ("did you mean") and secrets are handled in one place and
+every error names its full key path.  The README's config reference is generated from the same classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+
+NAMESPACE = "mlcluster"
+
+Check = Callable[[Any], "str | None"]
+"""A check returns None when the value is fine, else a message such as 'is not an IP address'."""
+
+
+class Secret:
+    """A config value that must never be printed: ``repr`` hides it, ``reveal`` returns it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret([secret])"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+_MISSING = dataclasses.MISSING
+
+
+def setting(
+    default: Any = _MISSING,
+    *,
+    doc: str,
+    key: str | None = None,
+    check: Check | None = None,
+    secret: bool = False,
+    default_factory: Callable[[], Any] | None = None,
+    example: str | None = None,
+) -> Any:
+    """Declare one config setting: its default, documentation, user-facing key and check."""
+    metadata = {"doc": doc, "key": key, "check": check, "secret": secret, "example": example}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def config_key(f: dataclasses.Field[Any]) -> str:
+    explicit = f.metadata.get("key")
+    if explicit:
+        return str(explicit)
+    head, *rest = f.name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+@dataclass
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{NAMESPACE}:{self.path}: {self.message}" if self.path else f"{NAMESPACE}: {self.message}"
+
+
+@dataclass
+class Problems:
+    """Every problem found in one pass; errors stop the program, warnings are only reported."""
+
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append(Problem(path, message))
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(Problem(path, message))
+
+
+class ConfigError(Exception):
+    """Raised once, after the whole config was read, carrying every error found."""
+
+    def __init__(self, problems: Problems) -> None:
+        self.problems = problems
+        super().__init__(self.report())
+
+    def report(self) -> str:
+        lines = [f"invalid configuration ({len(self.problems.errors)} problem(s)):"]
+        lines += [f"  - {p}" for p in self.problems.errors]
+        return "\n".join(lines)
+
+
+def join_path(base: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{base}[{part}]"
+    return f"{base}.{part}" if base else part
+
+
+def show(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, Secret):
+        return "[secret]"
+    return repr(value)
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class ParseContext:
+    problems: Problems
+    secret_paths: Callable[[str], bool]
+    """Tells whether the value at a key path was given as a Pulumi secret."""
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if tp is str or tp is Secret:
+        return "a string"
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if origin is Literal:
+        return "one of " + ", ".join(show(a) for a in get_args(tp))
+    if origin in (list, tuple):
+        return "a list"
+    if origin in (dict, Mapping):
+        return "a map"
+    if dataclasses.is_dataclass(tp):
+        return "a map"
+    return str(tp)
+
+
+def _strip_optional(tp: Any) -> tuple[Any, bool]:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+_INVALID = object()
+
+
+def parse_value(tp: Any, value: Any, path: str, ctx: ParseContext) -> Any:
+    """Convert ``value`` to ``tp`` or record why not (returning _INVALID)."""
+    tp, optional = _strip_optional(tp)
+    if value is None:
+        if optional:
+            return None
+        ctx.problems.error(path, f"must be {_type_name(tp)}, got null")
+        return _INVALID
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            ctx.problems.error(path, f"must be a map, got {show(value)}")
+            return _INVALID
+        return parse_section(typing.cast(type[Any], tp), value, path, ctx)
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value not in allowed:
+            hint = _did_you_mean(str(value), [str(a) for a in allowed])
+            ctx.problems.error(path, f"{show(value)} must be {_type_name(tp)}{hint}")
+            return _INVALID
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            ctx.problems.error(path, f"must be a list, got {show(value)}")
+            return _INVALID
+        (item_tp, *_) = get_args(tp)
+        items = [parse_value(item_tp, v, join_path(path, i), ctx) for i, v in enumerate(value)]
+        return _INVALID if any(i is _INVALID for i in items) else tuple(items)
+    if origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            ctx.problems.error(path, f"must be a map, got {show(value)}")
+            return _INVALID
+        _, val_tp = get_args(tp)
+        out = {str(k): parse_value(val_tp, v, join_path(path, str(k)), ctx) for k, v in value.items()}
+        return _INVALID if any(v is _INVALID for v in out.values()) else types.MappingProxyType(out)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+    elif tp is Secret and isinstance(value, str):
+        return Secret(value)
+    ctx.problems.error(path, f"must be {_type_name(tp)}, got {show(value)}")
+    return _INVALID
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if not close:
+        lowered = {c.lower(): c for c in choices}
+        if word.lower() in lowered:
+            close = [lowered[word.lower()]]
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def parse_section(cls: type[T], data: Mapping[str, Any], path: str, ctx: ParseContext) -> T:
+    """Parse one dataclass section, recording every problem; missing optional keys take defaults."""
+    hints = get_type_hints(cls)
+    fields = {config_key(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for key in data:
+        if key not in fields:
+            hint = _did_you_mean(str(key), list(fields))
+            ctx.problems.error(join_path(path, str(key)), f"unknown key{hint}")
+    kwargs: dict[str, Any] = {}
+    broken = False
+    for key, f in fields.items():
+        key_path = join_path(path, key)
+        if key not in data:
+            if f.default is _MISSING and f.default_factory is _MISSING:
+                ctx.problems.error(key_path, f"is required ({f.metadata.get('doc', '')})".rstrip(" ()"))
+                broken = True
+            continue
+        value = parse_value(hints[f.name], data[key], key_path, ctx)
+        if value is _INVALID:
+            broken = True
+            continue
+        if f.metadata.get("secret") and value is not None and not ctx.secret_paths(key_path):
+            ctx.problems.error(
+                key_path,
+                "must be set as a secret: pulumi config set --secret --path "
+                f"'{NAMESPACE}:{key_path}' (the value given is plaintext in the stack file)",
+            )
+        check = f.metadata.get("check")
+        if check is not None and value is not None:
+            message = check(value)
+            if message:
+                ctx.problems.error(key_path, f"{show(value)} {message}")
+        kwargs[f.name] = value
+    if broken:
+        # Build with defaults where possible so cross-field checks still see the valid parts.
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name not in kwargs and f.default is _MISSING and f.default_factory is _MISSING:
+                kwargs[f.name] = _placeholder(hints[f.name])
+    instance = cls(**kwargs)
+    validate = getattr(instance, "validate", None)
+    if callable(validate) and not broken:
+        validate(path, ctx.problems)
+    return instance
+
+
+def _placeholder(tp: Any) -> Any:
+    tp, optional = _strip_optional(tp)
+    if optional:
+        return None
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return None
+    if origin in (list, tuple):
+        return ()
+    if origin in (dict, Mapping):
+        return types.MappingProxyType({})
+    if origin is Literal:
+        return get_args(tp)[0]
+    return {str: "", int: 0, float: 0.0, bool: False, Secret: Secret("")}.get(tp)
+
+
+# --- reference documentation, generated from the same classes ------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    key: str
+    type_name: str
+    default: str
+    doc: str
+
+
+def _short_type(tp: Any) -> str:
+    tp, optional = _strip_optional(tp)
+    origin = get_origin(tp)
+    if origin is Literal:
+        name = " \\| ".join(f"`{a}`" for a in get_args(tp))
+    elif origin in (list, tuple):
+        (item,) = get_args(tp)[:1]
+        name = f"list of {_short_type(item)}"
+    elif origin in (dict, Mapping) or dataclasses.is_dataclass(tp):
+        name = "map"
+    else:
+        name = {str: "string", int: "integer", float: "number", bool: "boolean", Secret: "secret string"}.get(
+            tp, str(tp)
+        )
+    return name + (" (optional)" if optional else "")
+
+
+def _show_default(f: dataclasses.Field[Any]) -> str:
+    if f.default is _MISSING and f.default_factory is _MISSING:
+        return "required"
+    value = f.default if f.default is not _MISSING else f.default_factory()  # type: ignore[misc,operator]
+    if dataclasses.is_dataclass(value) or value in ((), None) or value == {}:
+        return "—"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, Mapping):
+        return "`" + ", ".join(f"{k}={v}" for k, v in value.items()) + "`"
+    return f"`{value}`"
+
+
+def reference_rows(cls: type[Any], prefix: str = "") -> list[ReferenceRow]:
+    rows: list[ReferenceRow] = []
+    hints = get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = join_path(prefix, config_key(f))
+        tp, _ = _strip_optional(hints[f.name])
+        rows.append(ReferenceRow(key, _short_type(hints[f.name]), _show_default(f), f.metadata.get("doc", "")))
+        origin = get_origin(tp)
+        if origin in (list, tuple):
+            (item,) = get_args(tp)[:1]
+            if dataclasses.is_dataclass(item):
+                rows += reference_rows(typing.cast(type[Any], item), key + "[]")
+        elif dataclasses.is_dataclass(tp):
+            rows += reference_rows(typing.cast(type[Any], tp), key)
+    return rows

@@ -1,0 +1,271 @@
+"""The one typed stack spec: every `mlcluster:*` config key, its default, documentation and checks.
+
+Top-level fields map to top-level config keys (`mlcluster:cluster`, `mlcluster:nodes`, ...). Cross-field
+rules live in the `validate` methods so every problem is reported in one pass with its full key path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from . import checks
+from .gpu import GpuOperatorSpec
+from .kueue import KueueSpec
+from .schema import Problems, Secret, join_path, setting
+from .serving import KserveSpec
+from .storage import StorageSpec
+from .training import KubeflowSpec
+
+Role = Literal["control-plane", "worker"]
+
+DEFAULT_KUBERNETES_VERSION = "1.34.2"
+GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+GPU_MODEL_LABEL = "mlcluster.io/gpu-model"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    mode: Literal["kubeadm", "existing"] = setting(
+        "kubeadm",
+        doc="`kubeadm`: bootstrap the nodes over SSH. `existing`: install the platform on a cluster"
+        " you already have (GKE/EKS/AKS/...), reached through `kubeconfig`.",
+    )
+    name: str = setting("mlcluster", doc="Cluster name (kubeadm clusterName, resource names).", check=checks.k8s_name)
+    control_plane_endpoint: str | None = setting(
+        None,
+        doc="Stable address (VIP or load balancer, host[:port]) of the API servers; required with more"
+        " than one control-plane node.",
+        check=checks.host_port,
+    )
+    pod_cidr: str = setting("10.244.0.0/16", doc="Pod network (kubeadm podSubnet).", check=checks.cidr)
+    service_cidr: str = setting("10.96.0.0/12", doc="Service network (kubeadm serviceSubnet).", check=checks.cidr)
+    cni: Literal["calico", "none"] = setting("calico", doc="CNI installed after init (`none`: bring your own).")
+    kubeconfig: Secret | None = setting(
+        None, secret=True, doc="Admin kubeconfig of an existing cluster (mode `existing`; secret)."
+    )
+    provider: Literal["generic", "gke", "eks", "aks"] = setting(
+        "generic", doc="Managed provider of an existing cluster, for provider-aware defaults."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if self.mode == "existing" and self.kubeconfig is None:
+            problems.error(join_path(path, "kubeconfig"), "is required when mode is existing")
+        pod = self.pod_cidr and not checks.cidr(self.pod_cidr)
+        svc = self.service_cidr and not checks.cidr(self.service_cidr)
+        if pod and svc:
+            import ipaddress
+
+            if ipaddress.ip_network(self.pod_cidr).overlaps(ipaddress.ip_network(self.service_cidr)):
+                problems.error(
+                    join_path(path, "serviceCidr"), f'"{self.service_cidr}" overlaps podCidr "{self.pod_cidr}"'
+                )
+
+
+@dataclass(frozen=True)
+class BastionSpec:
+    host: str = setting(doc="Bastion (jump host) address.", check=checks.host)
+    port: int = setting(22, doc="Bastion SSH port.", check=checks.between(1, 65535))
+    user: str | None = setting(None, doc="Bastion user (default: ssh.user).")
+    host_key: str | None = setting(None, doc="Pinned SSH host key of the bastion.", check=checks.ssh_public_key)
+
+
+@dataclass(frozen=True)
+class SshSpec:
+    user: str = setting("root", doc="SSH user; a non-root user needs passwordless sudo.")
+    port: int = setting(22, doc="SSH port.", check=checks.between(1, 65535))
+    private_key: Secret | None = setting(
+        None,
+        secret=True,
+        doc="Private key (secret): `pulumi config set --secret --path mlcluster:ssh.privateKey < key`.",
+    )
+    bastion: BastionSpec | None = setting(None, doc="Jump host the nodes are reached through.")
+    connect_timeout_seconds: int = setting(
+        10, doc="Per-dial timeout; an unreachable host fails after dialAttempts × this.", check=checks.between(1, 300)
+    )
+    dial_attempts: int = setting(
+        3, doc="Dial attempts before a host is reported unreachable.", check=checks.between(1, 100)
+    )
+    insecure_ignore_host_keys: bool = setting(
+        False, doc="DANGER: accept any SSH host key (no `hostKey` per node). Only for throwaway labs."
+    )
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    count: int = setting(doc="GPUs in the node.", check=checks.between(1, 16))
+    model: str = setting(
+        doc="GPU model name as Kueue flavors use it, e.g. H100-SXM-80GB.",
+        check=lambda v: None if v and " " not in v else "must be a non-empty name without spaces",
+    )
+    mig_config: str | None = setting(
+        None, doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb."
+    )
+    time_slicing_replicas: int | None = setting(
+        None, doc="Per-node time-slicing replicas (overrides the cluster default).", check=checks.between(2, 64)
+    )
+
+
+@dataclass(frozen=True)
+class ImageDiskSpec:
+    device: str | None = setting(
+        None,
+        doc="Block device for images, e.g. /dev/nvme1n1 (formatted only if blank).",
+        check=lambda v: None if v.startswith("/dev/") else "is not a block device path (/dev/...)",
+    )
+    path: str | None = setting(
+        None, doc="Existing directory for images (when the disk is already mounted).", check=checks.absolute_path
+    )
+    filesystem: Literal["xfs", "ext4"] = setting("xfs", doc="Filesystem made on a blank device.")
+    mount_point: str = setting(
+        "/var/lib/containerd", doc="Where the device is mounted; becomes containerd's root.", check=checks.absolute_path
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if (self.device is None) == (self.path is None):
+            problems.error(path, "needs exactly one of device or path")
+
+
+@dataclass(frozen=True)
+class KubeletSpec:
+    image_gc_high_threshold_percent: int = setting(
+        80,
+        key="imageGCHighThresholdPercent",
+        doc="Disk usage at which image GC always runs (upstream 85).",
+        check=checks.between(1, 100),
+    )
+    image_gc_low_threshold_percent: int = setting(
+        70,
+        key="imageGCLowThresholdPercent",
+        doc="Disk usage image GC frees down to (upstream 80).",
+        check=checks.between(0, 99),
+    )
+    image_pull_progress_deadline: str = setting(
+        "30m",
+        doc="How long a pull may show no progress before it is cancelled (containerd"
+        " image_pull_progress_timeout; kubelet flag before 1.24).",
+        check=checks.duration,
+    )
+    image_maximum_gc_age: str | None = setting(
+        None, key="imageMaximumGCAge", doc="Unused images older than this are collected.", check=checks.duration
+    )
+    image_minimum_gc_age: str | None = setting(
+        None, key="imageMinimumGCAge", doc="Images younger than this are never collected.", check=checks.duration
+    )
+    eviction_hard: Mapping[str, str] = setting(
+        default_factory=dict,
+        doc="Hard eviction thresholds, e.g. imagefs.available: 10%.",
+        check=lambda m: next((f"has {k}: {msg}" for k, v in m.items() if (msg := checks.quantity(v))), None),
+    )
+    max_parallel_image_pulls: int | None = setting(
+        None, doc="Parallel pulls (sets serializeImagePulls false).", check=checks.between(1, 64)
+    )
+    system_reserved: Mapping[str, str] = setting(default_factory=dict, doc="Resources reserved for the OS.")
+    kube_reserved: Mapping[str, str] = setting(default_factory=dict, doc="Resources reserved for Kubernetes daemons.")
+    cpu_manager_policy: Literal["none", "static"] = setting("none", doc="`static` pins CPUs for Guaranteed pods.")
+    topology_manager_policy: Literal["none", "best-effort", "restricted", "single-numa-node"] = setting(
+        "none", doc="NUMA alignment of CPUs and GPUs."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        low, high = self.image_gc_low_threshold_percent, self.image_gc_high_threshold_percent
+        if low >= high:
+            problems.error(
+                join_path(path, "imageGCLowThresholdPercent"),
+                f"({low}) must be lower than imageGCHighThresholdPercent ({high})",
+            )
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str = setting(doc="Node name (becomes the Kubernetes node name).", check=checks.k8s_name)
+    host: str = setting(doc="IP address or DNS name reached over SSH.", check=checks.host)
+    roles: tuple[Role, ...] = setting(doc="`control-plane` and/or `worker`.")
+    host_key: str | None = setting(
+        None, doc="Pinned SSH host key (`ssh-keyscan -t ed25519 HOST`).", check=checks.ssh_public_key
+    )
+    user: str | None = setting(None, doc="SSH user for this node (default ssh.user).")
+    port: int | None = setting(None, doc="SSH port for this node (default ssh.port).", check=checks.between(1, 65535))
+    labels: Mapping[str, str] = setting(default_factory=dict, doc="Node labels.", check=checks.labels)
+    taints: tuple[str, ...] = setting((), doc="Node taints, key=value:Effect.", check=checks.each(checks.taint))
+    gpu: GpuSpec | None = setting(None, doc="GPUs in this node; GPU nodes get the GPU label and taint.")
+    image_disk: ImageDiskSpec | None = setting(None, doc="Dedicated disk for container images.")
+
+    @property
+    def is_control_plane(self) -> bool:
+        return "control-plane" in self.roles
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if not self.roles:
+            problems.error(join_path(path, "roles"), "must name at least one role (control-plane, worker)")
+        if len(set(self.roles)) != len(self.roles):
+            problems.error(join_path(path, "roles"), "lists a role twice")
+        for key in self.labels:
+            if key.startswith("nvidia.com/") and self.gpu is None:
+                problems.error(join_path(path, "labels"), f"sets GPU label {key!r} on a node with no gpu section")
+
+
+@dataclass(frozen=True)
+class Spec:
+    kubernetes_version: str = setting(
+        DEFAULT_KUBERNETES_VERSION,
+        doc="Kubernetes version (kubeadm, kubelet, kubectl pinned to it).",
+        check=checks.k8s_version,
+    )
+    cluster: ClusterSpec = setting(default_factory=ClusterSpec, doc="Cluster-wide settings.")
+    ssh: SshSpec = setting(default_factory=SshSpec, doc="SSH defaults for every node.")
+    nodes: tuple[NodeSpec, ...] = setting((), doc="The servers (mode kubeadm).")
+    kubelet: KubeletSpec = setting(default_factory=KubeletSpec, doc="Kubelet tuning for ML images.")
+    gpu_operator: GpuOperatorSpec = setting(default_factory=GpuOperatorSpec, doc="NVIDIA GPU Operator.")
+    kueue: KueueSpec = setting(default_factory=KueueSpec, doc="Kueue queues and quotas.")
+    kserve: KserveSpec = setting(default_factory=KserveSpec, doc="KServe model serving.")
+    kubeflow: KubeflowSpec = setting(default_factory=KubeflowSpec, doc="Kubeflow training.")
+    storage: StorageSpec = setting(default_factory=StorageSpec, doc="Default StorageClass.")
+
+    @property
+    def control_planes(self) -> tuple[NodeSpec, ...]:
+        return tuple(n for n in self.nodes if n.is_control_plane)
+
+    @property
+    def workers(self) -> tuple[NodeSpec, ...]:
+        return tuple(n for n in self.nodes if not n.is_control_plane)
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if self.cluster is None:
+            return
+        if self.cluster.mode == "kubeadm":
+            self._validate_kubeadm(problems)
+        elif self.nodes:
+            problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
+        if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
+            problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+
+    def _validate_kubeadm(self, problems: Problems) -> None:
+        if not self.nodes:
+            problems.error("nodes", "must list at least one node when cluster.mode is kubeadm")
+            return
+        if not self.control_planes:
+            problems.error("nodes", "has no control-plane node: give at least one node the role control-plane")
+        if len(self.control_planes) > 1 and not self.cluster.control_plane_endpoint:
+            problems.error(
+                "cluster.controlPlaneEndpoint",
+                f"is required with {len(self.control_planes)} control-plane nodes (a VIP or load balancer)",
+            )
+        if self.ssh.private_key is None:
+            problems.error("ssh.privateKey", "is required when cluster.mode is kubeadm")
+        seen_names: dict[str, int] = {}
+        seen_hosts: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for attr, seen in (("name", seen_names), ("host", seen_hosts)):
+                value = getattr(node, attr)
+                if value in seen:
+                    problems.error(f"nodes[{i}].{attr}", f'"{value}" is already used by nodes[{seen[value]}]')
+                else:
+                    seen[value] = i
+            if node.host_key is None and not self.ssh.insecure_ignore_host_keys:
+                problems.error(
+                    f"nodes[{i}].hostKey",
+                    "is required (pin the SSH host key: ssh-keyscan -t ed25519 HOST), or set"
+                    " ssh.insecureIgnoreHostKeys: true for a throwaway lab",
+                )

@@ -1,0 +1,43 @@
+"""One node step as one `remote.Command`: the single place step data becomes a Pulumi resource."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+from pulumi_command import remote
+
+from .config.spec import NodeSpec, Spec
+from .connection import node_connection, ssh_user
+from .render.shell import NodeStep, remote_command
+
+
+def step_command(
+    resource_name: str,
+    spec: Spec,
+    node: NodeSpec,
+    step: NodeStep,
+    *,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+    stdin: pulumi.Input[str] | None = None,
+    protect: bool = False,
+) -> remote.Command:
+    user = ssh_user(spec, node)
+    secret_outputs = ["stdout", "stderr"] if step.secret_stdout else []
+    return remote.Command(
+        resource_name,
+        connection=node_connection(spec, node),
+        create=remote_command(step.script, user, step.name),
+        delete=remote_command(step.delete_script, user, step.name + "-delete") if step.delete_script else None,
+        stdin=stdin,
+        # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.
+        add_previous_output_in_env=False,
+        logging=remote.Logging.NONE if step.secret_stdout else remote.Logging.STDOUT_AND_STDERR,
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=list(depends_on),
+            additional_secret_outputs=secret_outputs,
+            protect=protect,
+        ),
+    )

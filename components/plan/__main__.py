@@ -1,0 +1,69 @@
+"""`python -m components.plan`: the offline plan of a stack, without the Pulumi CLI.
+
+    python -m components.plan --stack onprem --out build/onprem
+    python -m components.plan --stack-file path/to/Pulumi.mystack.yaml --out build/mystack
+
+Exit 0 with the plan written; exit 2 with the validation report when the config is invalid.
+Secrets are never written: they appear as "[secret]", values known only after apply as "[computed]".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..config.load import read_stack_file, spec_from_values
+from ..config.schema import NAMESPACE, ConfigError
+from .engine import PROJECT_ROOT, run_program
+from .writer import write_plan
+
+
+def _values(config: dict[str, str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for full_key, raw in config.items():
+        if not full_key.startswith(f"{NAMESPACE}:"):
+            continue
+        key = full_key.split(":", 1)[1]
+        try:
+            out[key] = raw if key == "kubernetesVersion" else json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
+    source.add_argument("--stack-file", type=Path, help="any stack file")
+    parser.add_argument("--out", type=Path, help="output folder (default build/<stack>)")
+    args = parser.parse_args(argv)
+
+    path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    if not path.is_file():
+        print(f"error: stack file {path} not found", file=sys.stderr)
+        return 2
+    stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    out = args.out or PROJECT_ROOT / "build" / stack
+
+    started = time.perf_counter()
+    config, secret_keys = read_stack_file(path)
+    try:
+        spec = spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
+    except ConfigError as error:
+        print(f"{path}: {error.report()}", file=sys.stderr)
+        return 2
+    print(f"planning stack {stack} from {path} ...", file=sys.stderr)
+    run = run_program(config, secret_keys, stack=stack)
+    text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
+    elapsed = time.perf_counter() - started
+    print(text)
+    print(f"\nwrote {out}/plan.json and review files in {elapsed:.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

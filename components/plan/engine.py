@@ -1,0 +1,226 @@
+"""Run `__main__.py` on Pulumi's mock engine and record every RegisterResource request.
+
+The recording keeps what the engine would receive: inputs on the wire (secrets and unknowns marked),
+dependencies and resource options, so tests and reviewers see protect, additionalSecretOutputs,
+deleteBeforeReplace and friends, not only inputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import runpy
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.stack import run_pulumi_func
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = PROJECT_ROOT / "__main__.py"
+SECRET = "[secret]"
+COMPUTED = "[computed]"
+
+
+def wire_to_plain(value: Any) -> Any:
+    """Engine wire values to reviewable JSON: secrets hidden, unknowns named, assets as text or path."""
+    if isinstance(value, str):
+        return COMPUTED if value == rpc.UNKNOWN else value
+    if isinstance(value, list):
+        return [wire_to_plain(v) for v in value]
+    if isinstance(value, dict):
+        sig = value.get(rpc._special_sig_key)
+        if sig == rpc._special_secret_sig:
+            return SECRET
+        if sig == rpc._special_asset_sig:
+            return {"asset": value.get("text") or value.get("path") or value.get("uri")}
+        if sig == rpc._special_archive_sig:
+            return {"archive": value.get("path") or value.get("uri") or "[assets]"}
+        if sig == rpc._special_resource_sig:
+            return {"resource": value.get("urn")}
+        # Struct maps carry no order; sorted keys keep plans diffable run to run.
+        return {k: wire_to_plain(value[k]) for k in sorted(value)}
+    return value
+
+
+def reveal(value: Any) -> Any:
+    """Deserialized properties with secret wrappers removed (for tests and grouping, never for plans)."""
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return reveal(value.get("value"))
+        return {k: reveal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reveal(v) for v in value]
+    return value
+
+
+@dataclass
+class RecordedResource:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    depends_on: list[str]
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+    raw_inputs: dict[str, Any] = field(repr=False, default_factory=dict)
+    """Inputs as the program's mocks saw them (secrets revealed): for tests, never for plans."""
+
+    @property
+    def short(self) -> str:
+        return f"{self.type}::{self.name}"
+
+
+def _options(request: Any) -> dict[str, Any]:
+    timeouts = request.customTimeouts
+    return {
+        "protect": bool(request.protect),
+        "additionalSecretOutputs": list(request.additionalSecretOutputs),
+        "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+        "ignoreChanges": list(request.ignoreChanges),
+        "replaceOnChanges": list(request.replaceOnChanges),
+        "customTimeouts": {
+            k: v
+            for k, v in (("create", timeouts.create), ("update", timeouts.update), ("delete", timeouts.delete))
+            if v
+        },
+        "retainOnDelete": bool(request.retainOnDelete),
+        "provider": request.provider or None,
+    }
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """A MockMonitor that also keeps each RegisterResource request, in registration order."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
+        super().__init__(mocks)
+        self.recorded: list[RecordedResource] = []
+        self._lock = threading.Lock()
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        if request.type != "pulumi:pulumi:Stack":
+            urn = self.make_urn(request.parent, request.type, request.name)
+            wire = json_format.MessageToDict(request.object)
+            record = RecordedResource(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent,
+                custom=bool(request.custom),
+                depends_on=sorted(set(request.dependencies)),
+                inputs=wire_to_plain(wire),
+                options=_options(request),
+                raw_inputs=reveal(rpc.deserialize_properties(request.object)),
+            )
+            with self._lock:
+                self.recorded.append(record)
+        return super().RegisterResource(request)  # type: ignore[no-untyped-call]
+
+    def by_type(self, type_: str) -> list[RecordedResource]:
+        return [r for r in self.recorded if r.type == type_]
+
+
+class PreviewMocks(pulumi_mocks.Mocks):
+    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown."""
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+@dataclass
+class OutputValue:
+    value: Any
+    secret: bool
+    known: bool
+
+    def for_plan(self) -> Any:
+        if self.secret:
+            return SECRET
+        if not self.known:
+            return COMPUTED
+        return self.value
+
+
+@dataclass
+class ProgramRun:
+    resources: list[RecordedResource]
+    outputs: dict[str, OutputValue]
+    monitor: RecordingMonitor
+    error: BaseException | None = None
+
+
+async def _resolve(value: Any) -> OutputValue:
+    output = pulumi.Output.from_input(value)
+    known = await output.is_known()
+    secret = await output.is_secret()
+    resolved = await output.future(with_unknowns=True) if known else None
+    return OutputValue(resolved, secret, known)
+
+
+def run_program(
+    config: Mapping[str, str],
+    secret_keys: list[str],
+    *,
+    stack: str,
+    project: str = "mlcluster",
+    preview: bool = True,
+    mocks: pulumi_mocks.Mocks | None = None,
+    max_workers: int = 6,
+    program: Path = PROGRAM,
+    on_start: Callable[[RecordingMonitor], None] | None = None,
+) -> ProgramRun:
+    """Run the program once in a fresh context and event loop; exceptions propagate after cleanup.
+
+    max_workers sizes the thread pool that the mock engine runs registrations in, which bounds how
+    many resources are created at once (an executing engine measures concurrency through it).
+    """
+
+    def run() -> ProgramRun:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        # Each worker thread gets its own event loop (the mock monitor needs one) that we close ourselves;
+        # left to the garbage collector, they fail noisily at interpreter exit.
+        thread_loops: list[asyncio.AbstractEventLoop] = []
+
+        def give_thread_a_loop() -> None:
+            thread_loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(thread_loop)
+            thread_loops.append(thread_loop)
+
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=max_workers, initializer=give_thread_a_loop))
+        set_all_config(dict(config), list(secret_keys))
+        monitor = RecordingMonitor(mocks or PreviewMocks())
+        if on_start is not None:
+            on_start(monitor)
+        pulumi_mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+        try:
+
+            def program_main() -> None:
+                runpy.run_path(str(program), run_name="__main__")
+
+            loop.run_until_complete(run_pulumi_func(program_main))
+            root = get_root_resource()
+            exported = dict(getattr(root, "outputs", {}) or {})
+            outputs = {k: loop.run_until_complete(_resolve(v)) for k, v in exported.items()}
+            return ProgramRun(list(monitor.recorded), outputs, monitor)
+        finally:
+            loop.run_until_complete(loop.shutdown_default_executor())
+            for thread_loop in thread_loops:
+                thread_loop.close()
+            loop.close()
+            asyncio.set_event_loop(None)
+
+    return contextvars.Context().run(run)

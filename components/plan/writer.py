@@ -1,0 +1,180 @@
+"""Write a recorded program run as review files: plan.json, node scripts, configs, values, manifests."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..config.spec import Spec
+from ..render import kubeadm, yaml_text
+from ..render.containerd import containerd_config_toml
+from ..render.kubelet import kubelet_configuration
+from ..render.shell import script_of_command
+from .engine import ProgramRun, RecordedResource
+
+COMMAND = "command:remote:Command"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+PROVIDER_PREFIX = "pulumi:providers:"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def command_host(resource: RecordedResource) -> str | None:
+    connection = resource.raw_inputs.get("connection") or {}
+    host = connection.get("host") if isinstance(connection, dict) else None
+    return host if isinstance(host, str) else None
+
+
+def run_order(resources: list[RecordedResource]) -> list[RecordedResource]:
+    """Registration order is decided by a thread pool; plans need an order that is the same every run:
+    dependency depth first (a step after the ones it waits for), then name."""
+    by_urn = {r.urn: r for r in resources}
+    depth: dict[str, int] = {}
+
+    def depth_of(urn: str, seen: frozenset[str] = frozenset()) -> int:
+        if urn in depth:
+            return depth[urn]
+        resource = by_urn.get(urn)
+        if resource is None or urn in seen:
+            return 0
+        parents = [*resource.depends_on, *([resource.parent] if resource.parent in by_urn else [])]
+        depth[urn] = 1 + max((depth_of(p, seen | {urn}) for p in parents), default=0)
+        return depth[urn]
+
+    return sorted(resources, key=lambda r: (depth_of(r.urn), r.urn))
+
+
+def plan_document(run: ProgramRun, *, project: str, stack: str, spec: Spec | None) -> dict[str, Any]:
+    host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
+    resources = []
+    for r in run_order(run.resources):
+        entry: dict[str, Any] = {
+            "type": r.type,
+            "name": r.name,
+            "urn": r.urn,
+            "parent": r.parent or None,
+            "dependsOn": r.depends_on,
+            "inputs": r.inputs,
+            "options": r.options,
+        }
+        if r.type == COMMAND:
+            host = command_host(r)
+            entry["runsOn"] = host_to_node.get(host or "", host)
+        resources.append(entry)
+    return {
+        "project": project,
+        "stack": stack,
+        "resources": resources,
+        "outputs": {k: v.for_plan() for k, v in run.outputs.items()},
+    }
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _node_scripts(run: ProgramRun, spec: Spec | None, out: Path) -> dict[str, list[str]]:
+    """nodes/<node>/NN-<resource>.sh in run order (registration order within a host)."""
+    host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
+    per_node: dict[str, list[str]] = defaultdict(list)
+    for r in run_order(run.resources):
+        if r.type != COMMAND:
+            continue
+        host = command_host(r) or "unknown"
+        node = host_to_node.get(host, host)
+        index = len(per_node[node]) + 1
+        base = out / "nodes" / _safe(node) / f"{index:02d}-{_safe(r.name)}"
+        create = r.inputs.get("create")
+        script = script_of_command(create) if isinstance(create, str) else None
+        _write(base.with_suffix(".sh"), script or f"{create}\n")
+        delete = r.inputs.get("delete")
+        if isinstance(delete, str):
+            _write(base.parent / f"{base.name}.on-delete.sh", script_of_command(delete) or f"{delete}\n")
+        per_node[node].append(r.name)
+    return per_node
+
+
+def _configs(spec: Spec, out: Path) -> None:
+    configs = out / "configs"
+    _write(configs / "kubelet-config.v1beta1.yaml", yaml_text.dump(kubelet_configuration(spec.kubelet)))
+    _write(configs / "containerd-config.v2.toml", containerd_config_toml(spec, 2))
+    _write(configs / "containerd-config.v3.toml", containerd_config_toml(spec, 3))
+    if spec.cluster.mode == "kubeadm" and spec.control_planes:
+        first = spec.control_planes[0]
+        _write(configs / f"kubeadm-init.v1beta4.{first.name}.yaml", kubeadm.init_config(spec, first))
+        for node in spec.nodes:
+            if node is not first:
+                _write(configs / f"kubeadm-join.v1beta4.{node.name}.yaml", kubeadm.join_config(spec, node))
+
+
+def _releases(resources: Iterable[RecordedResource], out: Path) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for r in run_order(list(resources)):
+        if r.type != RELEASE:
+            continue
+        values = r.inputs.get("values") or {}
+        name = str(r.inputs.get("name") or r.name)
+        _write(out / "releases" / f"{_safe(name)}.values.yaml", yaml_text.dump(values) if values else "{}\n")
+        rows.append((name, str(r.inputs.get("chart")), str(r.inputs.get("version")), str(r.inputs.get("namespace"))))
+    return rows
+
+
+def _manifests(resources: Iterable[RecordedResource], out: Path) -> int:
+    count = 0
+    for r in resources:
+        if not r.custom or not r.type.startswith("kubernetes:") or r.type == RELEASE:
+            continue
+        kind = r.inputs.get("kind") or r.type.rsplit(":", 1)[-1]
+        _write(out / "manifests" / f"{_safe(str(kind))}-{_safe(r.name)}.yaml", yaml_text.dump(r.inputs))
+        count += 1
+    return count
+
+
+def write_plan(run: ProgramRun, out: Path, *, project: str, stack: str, spec: Spec | None) -> str:
+    """Write every plan file under `out` (replacing what was there) and return the terminal summary."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    document = plan_document(run, project=project, stack=stack, spec=spec)
+    _write(out / "plan.json", json.dumps(document, indent=2, sort_keys=False) + "\n")
+    per_node = _node_scripts(run, spec, out)
+    if spec is not None:
+        _configs(spec, out)
+    releases = _releases(run.resources, out)
+    manifests = _manifests(run.resources, out)
+    return summary(run, per_node, releases, manifests, stack)
+
+
+def summary(
+    run: ProgramRun,
+    per_node: dict[str, list[str]],
+    releases: list[tuple[str, str, str, str]],
+    manifests: int,
+    stack: str,
+) -> str:
+    lines = [f"Plan for stack {stack}: {len(run.resources)} resources"]
+    if per_node:
+        lines.append("")
+        lines.append(f"{'node':<14} {'steps':>5}  run order")
+        for node, steps in per_node.items():
+            short = [s.removeprefix(f"{node}-") for s in steps]
+            lines.append(f"{node:<14} {len(steps):>5}  {' > '.join(short)}")
+    if releases:
+        lines.append("")
+        lines.append(f"{'release':<32} {'version':<10} {'namespace':<18} chart")
+        for name, chart, version, namespace in releases:
+            lines.append(f"{name:<32} {version:<10} {namespace:<18} {chart}")
+    counts = Counter(r.type for r in run.resources)
+    lines.append("")
+    lines.append("resources by type: " + ", ".join(f"{t} {n}" for t, n in sorted(counts.items())))
+    if manifests:
+        lines.append(f"manifests: {manifests}")
+    return "\n".join(lines)

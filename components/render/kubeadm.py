@@ -1,0 +1,125 @@
+"""kubeadm v1beta4 documents: InitConfiguration + ClusterConfiguration + KubeletConfiguration, and joins.
+
+Join documents carry placeholders where the bootstrap token, CA hash and certificate key go: the real
+values reach the node on stdin and are substituted there, so the plan shows everything but the secrets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import checks
+from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
+from . import yaml_text
+from .kubelet import kubelet_configuration
+
+API_VERSION = "kubeadm.k8s.io/v1beta4"
+CRI_SOCKET = "unix:///var/run/containerd/containerd.sock"
+API_SERVER_PORT = 6443
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane:NoSchedule"
+TOKEN_PLACEHOLDER = "__MLCLUSTER_JOIN_TOKEN__"
+CA_HASH_PLACEHOLDER = "__MLCLUSTER_CA_CERT_HASH__"
+CERTIFICATE_KEY_PLACEHOLDER = "__MLCLUSTER_CERTIFICATE_KEY__"
+
+
+def node_labels(node: NodeSpec) -> dict[str, str]:
+    labels = dict(node.labels)
+    if node.gpu is not None:
+        labels.setdefault(GPU_MODEL_LABEL, node.gpu.model)
+    return labels
+
+
+def node_taints(node: NodeSpec) -> list[str]:
+    taints = list(node.taints)
+    if node.is_control_plane and "worker" not in node.roles and CONTROL_PLANE_TAINT not in taints:
+        taints.append(CONTROL_PLANE_TAINT)
+    if node.gpu is not None and not any(t.startswith("nvidia.com/gpu") for t in taints):
+        taints.append(GPU_TAINT)
+    return taints
+
+
+def node_registration(node: NodeSpec) -> dict[str, Any]:
+    registration: dict[str, Any] = {
+        "name": node.name,
+        "criSocket": CRI_SOCKET,
+        # An empty list means "no taints"; kubeadm would otherwise add its control-plane taint.
+        "taints": [checks.parse_taint(t) for t in node_taints(node)],
+    }
+    labels = node_labels(node)
+    if labels:
+        registration["kubeletExtraArgs"] = [
+            {"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
+        ]
+    return registration
+
+
+def api_endpoint(spec: Spec) -> str:
+    """host:port the nodes and the admin kubeconfig use for the API server."""
+    if spec.cluster.control_plane_endpoint:
+        endpoint = spec.cluster.control_plane_endpoint
+        has_port = endpoint.rsplit("]", 1)[-1].count(":") == 1 if endpoint.startswith("[") else ":" in endpoint
+        return endpoint if has_port else f"{endpoint}:{API_SERVER_PORT}"
+    first = spec.control_planes[0]
+    host = f"[{first.host}]" if ":" in first.host else first.host
+    return f"{host}:{API_SERVER_PORT}"
+
+
+def _local_endpoint(node: NodeSpec) -> dict[str, Any]:
+    endpoint: dict[str, Any] = {"bindPort": API_SERVER_PORT}
+    if checks.is_ip(node.host):
+        endpoint["advertiseAddress"] = node.host
+    return endpoint
+
+
+def cluster_configuration(spec: Spec) -> dict[str, Any]:
+    sans = sorted({n.host for n in spec.control_planes} | {api_endpoint(spec).rsplit(":", 1)[0].strip("[]")})
+    config: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterConfiguration",
+        "clusterName": spec.cluster.name,
+        "kubernetesVersion": f"v{spec.kubernetes_version.lstrip('v')}",
+        "networking": {"podSubnet": spec.cluster.pod_cidr, "serviceSubnet": spec.cluster.service_cidr},
+        "apiServer": {"certSANs": sans},
+    }
+    if spec.cluster.control_plane_endpoint:
+        config["controlPlaneEndpoint"] = api_endpoint(spec)
+    return config
+
+
+def init_documents(spec: Spec, node: NodeSpec) -> list[dict[str, Any]]:
+    init = {
+        "apiVersion": API_VERSION,
+        "kind": "InitConfiguration",
+        "localAPIEndpoint": _local_endpoint(node),
+        "nodeRegistration": node_registration(node),
+    }
+    return [init, cluster_configuration(spec), kubelet_configuration(spec.kubelet)]
+
+
+def init_config(spec: Spec, node: NodeSpec) -> str:
+    return yaml_text.dump_all(init_documents(spec, node))
+
+
+def join_document(spec: Spec, node: NodeSpec) -> dict[str, Any]:
+    join: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": "JoinConfiguration",
+        "discovery": {
+            "bootstrapToken": {
+                "apiServerEndpoint": api_endpoint(spec),
+                "token": TOKEN_PLACEHOLDER,
+                "caCertHashes": [CA_HASH_PLACEHOLDER],
+            }
+        },
+        "nodeRegistration": node_registration(node),
+    }
+    if node.is_control_plane:
+        join["controlPlane"] = {
+            "localAPIEndpoint": _local_endpoint(node),
+            "certificateKey": CERTIFICATE_KEY_PLACEHOLDER,
+        }
+    return join
+
+
+def join_config(spec: Spec, node: NodeSpec) -> str:
+    return yaml_text.dump(join_document(spec, node))

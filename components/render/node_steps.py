@@ -1,0 +1,124 @@
+"""The ordered steps each node runs, as pure data: what the plan shows and what the components create.
+
+Reading this file top to bottom is reading the bootstrap: prepare every node, init the first control
+plane, then join the others (control planes one at a time, workers in parallel).
+"""
+
+from __future__ import annotations
+
+from ..config.checks import version_tuple
+from ..config.spec import NodeSpec, Spec
+from . import kubeadm
+from .containerd import containerd_config_toml
+from .shell import NodeStep, render_script
+
+KERNEL_MODULES = ("overlay", "br_netfilter")
+SYSCTL = {
+    "net.bridge.bridge-nf-call-iptables": "1",
+    "net.bridge.bridge-nf-call-ip6tables": "1",
+    "net.ipv4.ip_forward": "1",
+}
+K8S_REPO_BASE = "https://pkgs.k8s.io/core:/stable:"
+DOCKER_REPO_RPM = """[docker-ce-stable]
+name=Docker CE Stable - $basearch
+baseurl=https://download.docker.com/linux/rhel/$releasever/$basearch/stable
+enabled=1
+gpgcheck=1
+gpgkey=https://download.docker.com/linux/rhel/gpg"""
+DRAIN_TIMEOUT = "10m"
+
+
+def kubernetes_minor(spec: Spec) -> str:
+    major, minor, _ = version_tuple(spec.kubernetes_version)
+    return f"v{major}.{minor}"
+
+
+def _step(name: str, title: str, settings: dict[str, str] | None = None, **kwargs: object) -> NodeStep:
+    settings = settings or {}
+    return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings, **kwargs)  # type: ignore[arg-type]
+
+
+def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
+    """Steps that make a bare host ready for kubeadm, in order."""
+    minor = kubernetes_minor(spec)
+    repo = f"{K8S_REPO_BASE}/{minor}"
+    version = spec.kubernetes_version.lstrip("v")
+    return [
+        _step("os", "Check the operating system"),
+        _step("swap", "Turn swap off"),
+        _step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
+        _step("sysctl", "Apply kernel settings", {"SYSCTL_CONF": "\n".join(f"{k} = {v}" for k, v in SYSCTL.items())}),
+        _step(
+            "containerd",
+            "Install and configure containerd",
+            {
+                "CONTAINERD_CONFIG_V2": containerd_config_toml(spec, 2),
+                "CONTAINERD_CONFIG_V3": containerd_config_toml(spec, 3),
+                "DOCKER_REPO_RPM": DOCKER_REPO_RPM,
+            },
+        ),
+        _step(
+            "kube-packages",
+            f"Install kubeadm, kubelet, kubectl {version}",
+            {
+                "K8S_VERSION": version,
+                "K8S_MINOR": minor,
+                "K8S_REPO_KEY_URL": f"{repo}/deb/Release.key",
+                "K8S_REPO_DEB": f"deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] {repo}/deb/ /",
+                "K8S_REPO_RPM": "\n".join(
+                    [
+                        "[kubernetes]",
+                        "name=Kubernetes",
+                        f"baseurl={repo}/rpm/",
+                        "enabled=1",
+                        "gpgcheck=1",
+                        f"gpgkey={repo}/rpm/repodata/repomd.xml.key",
+                        "exclude=kubelet kubeadm kubectl cri-tools kubernetes-cni",
+                    ]
+                ),
+            },
+        ),
+    ]
+
+
+def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    return _step(
+        "kubeadm-init",
+        "Initialise the first control plane (kubeadm init)",
+        {"KUBEADM_CONFIG": kubeadm.init_config(spec, node), "UPLOAD_CERTS": str(len(spec.control_planes) > 1).lower()},
+    )
+
+
+def admin_kubeconfig_step() -> NodeStep:
+    return _step("admin-kubeconfig", "Read the admin kubeconfig", secret_stdout=True)
+
+
+def join_credentials_step(node: NodeSpec) -> NodeStep:
+    return _step(
+        "join-credentials",
+        f"Create a join token for {node.name}",
+        {"FOR_NODE": node.name, "WITH_CERTIFICATE_KEY": str(node.is_control_plane).lower()},
+        secret_stdout=True,
+    )
+
+
+def join_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    settings = {"NODE_NAME": node.name}
+    return NodeStep(
+        name="kubeadm-join",
+        title="Join the cluster (kubeadm join)" + (" as a control plane" if node.is_control_plane else ""),
+        script=render_script("kubeadm-join", {**settings, "JOIN_CONFIG": kubeadm.join_config(spec, node)}),
+        delete_script=render_script("kubeadm-reset", settings),
+        settings=settings,
+    )
+
+
+def drain_on_removal_step(node: NodeSpec) -> NodeStep:
+    settings = {"NODE_NAME": node.name, "DRAIN_TIMEOUT": DRAIN_TIMEOUT}
+    return NodeStep(
+        name="drain-on-removal",
+        title=f"Drain {node.name} from a control plane when it leaves the stack",
+        script=render_script("registered", settings),
+        delete_script=render_script("drain-node", settings),
+        settings=settings,
+    )

@@ -1,0 +1,30 @@
+"""YAML documents as reviewers read them: keys in the order written, no aliases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _mapping(dumper: yaml.SafeDumper, data: Mapping[str, Any]) -> yaml.Node:
+    return dumper.represent_dict(dict(data).items())
+
+
+_Dumper.add_representer(dict, lambda d, data: d.represent_dict(data.items()))
+_Dumper.add_multi_representer(Mapping, _mapping)  # type: ignore[arg-type,type-abstract]
+_Dumper.add_representer(tuple, lambda d, data: d.represent_list(list(data)))
+
+
+def dump(document: Any) -> str:
+    return yaml.dump(document, Dumper=_Dumper, default_flow_style=False, sort_keys=False, width=120)
+
+
+def dump_all(documents: Iterable[Any]) -> str:
+    return "---\n".join(dump(d) for d in documents)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Step: `kubeadm join` from the rendered JoinConfiguration; the token (and certificate key) arrive on stdin.
+set -euo pipefail
+: "${JOIN_CONFIG:?}" "${NODE_NAME:?}"
+if [ -f /etc/kubernetes/kubelet.conf ]; then
+  ok "$NODE_NAME already joined"
+  exit 0
+fi
+IFS= read -r token || true
+IFS= read -r ca_hash || true
+IFS= read -r certificate_key || true
+if [ -z "$token" ] || [ -z "$ca_hash" ]; then
+  die "no join token on stdin"
+fi
+config=${JOIN_CONFIG//__MLCLUSTER_JOIN_TOKEN__/$token}
+config=${config//__MLCLUSTER_CA_CERT_HASH__/$ca_hash}
+config=${config//__MLCLUSTER_CERTIFICATE_KEY__/$certificate_key}
+file=/etc/kubernetes/mlcluster/kubeadm-join.yaml
+log=/var/log/mlcluster/kubeadm-join.log
+mkdir -p "$(dirname "$log")"
+write_if_changed "$file" "$config" 0600 || true
+if ! (umask 077 && run_long kubeadm join --config "$file" >"$log" 2>&1); then
+  rm -f "$file"
+  sed -E 's/(token|certificateKey|caCertHashes)[=: ]+[^ ]+/\1 [redacted]/g' "$log" | tail -n 30 >&2
+  die "kubeadm join failed (full log on the node: $log)"
+fi
+# The token is spent; leave no credential on disk.
+rm -f "$file"
+changed "$NODE_NAME joined the cluster"

@@ -1,0 +1,83 @@
+# shellcheck shell=bash
+# Shared by every node step: output conventions and the one place OS-family differences live.
+# Each step is sent as: settings (shell assignments) + this library + the step body.
+
+ok() { printf 'ok: %s\n' "$*"; }
+changed() { printf 'changed: %s\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Long operations never hang a `pulumi up`: every one runs under a deadline.
+MLCLUSTER_LONG_TIMEOUT=${MLCLUSTER_LONG_TIMEOUT:-900}
+run_long() { timeout "$MLCLUSTER_LONG_TIMEOUT" "$@"; }
+
+detect_os() {
+  [ -r /etc/os-release ] || die "/etc/os-release not found: cannot tell the OS family"
+  local like
+  # shellcheck source=/dev/null
+  OS_ID=$(. /etc/os-release && printf '%s' "${ID:-}")
+  # shellcheck source=/dev/null
+  OS_VERSION_ID=$(. /etc/os-release && printf '%s' "${VERSION_ID:-}")
+  # shellcheck source=/dev/null
+  like=$(. /etc/os-release && printf '%s' "${ID_LIKE:-}")
+  case " $OS_ID $like " in
+    *" debian "*|*" ubuntu "*) OS_FAMILY=deb ;;
+    *" rhel "*|*" fedora "*|*" centos "*|*" rocky "*|*" almalinux "*) OS_FAMILY=rpm ;;
+    *) die "unsupported OS '$OS_ID $OS_VERSION_ID' (supported: Debian/Ubuntu, RHEL/Rocky/Alma)" ;;
+  esac
+}
+
+# Writes $2 to $1 (mode $3) only when the content differs; returns 0 when it changed the file.
+write_if_changed() {
+  local path=$1 content mode=${3:-0644}
+  # Command substitution drops trailing newlines on both sides, so the comparison is stable.
+  content=$(printf '%s' "$2")
+  if [ -f "$path" ] && [ "$(cat "$path")" = "$content" ]; then
+    return 1
+  fi
+  mkdir -p "$(dirname "$path")"
+  local tmp
+  tmp=$(mktemp "$path.XXXXXX")
+  printf '%s\n' "$content" >"$tmp"
+  chmod "$mode" "$tmp"
+  mv -f "$tmp" "$path"
+  return 0
+}
+
+pkg_refresh() {
+  case $OS_FAMILY in
+    deb) run_long apt-get update -q ;;
+    rpm) run_long dnf makecache -q ;;
+  esac
+}
+
+pkg_install() {
+  case $OS_FAMILY in
+    deb) DEBIAN_FRONTEND=noninteractive run_long apt-get install -y -q "$@" ;;
+    rpm) run_long dnf install -y -q "$@" ;;
+  esac
+}
+
+# Prints the installed version of a package, or nothing.
+pkg_version() {
+  case $OS_FAMILY in
+    deb) dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true ;;
+    rpm) rpm -q --qf '%{VERSION}' "$1" 2>/dev/null | grep -v 'not installed' || true ;;
+  esac
+}
+
+# The file whose KUBELET_EXTRA_ARGS line the kubelet's systemd drop-in reads.
+kubelet_env_file() {
+  case $OS_FAMILY in
+    deb) printf '/etc/default/kubelet' ;;
+    rpm) printf '/etc/sysconfig/kubelet' ;;
+  esac
+}
+
+service_enable_now() {
+  if systemctl is-enabled --quiet "$1" && systemctl is-active --quiet "$1"; then
+    ok "$1 enabled and running"
+  else
+    systemctl enable --now "$1"
+    changed "$1 enabled and started"
+  fi
+}

@@ -1,0 +1,84 @@
+"""Shared fixtures: stack configs and the whole program on Pulumi's mock engine with a recording monitor."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config.load import read_stack_file, spec_from_values
+from components.config.spec import Spec
+from components.plan.engine import COMPUTED, SECRET, ProgramRun, RecordedResource, run_program
+
+PROJECT = Path(__file__).resolve().parents[1]
+STACKS = PROJECT / "stacks"
+
+
+def stack_values(stack: str) -> tuple[dict[str, Any], list[str]]:
+    """Top-level values (without namespace) of an example stack, and which of them are secret."""
+    config, secret_keys = read_stack_file(STACKS / f"Pulumi.{stack}.yaml")
+    values = {}
+    for full_key, raw in config.items():
+        key = full_key.split(":", 1)[1]
+        values[key] = raw if key == "kubernetesVersion" else json.loads(raw)
+    return values, [k.split(":", 1)[1] for k in secret_keys]
+
+
+def as_config(values: Mapping[str, Any]) -> dict[str, str]:
+    return {f"mlcluster:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+
+
+def load_spec(values: Mapping[str, Any], secret: list[str]) -> Spec:
+    return spec_from_values(values, lambda key: key in secret)
+
+
+def known(value: Any) -> Any:
+    """Guard against vacuous checks: a preview unknown or a hidden secret is a failure, not a pass."""
+    assert value not in (COMPUTED, SECRET, None), f"value is {value!r}: the assertion would check nothing"
+    return value
+
+
+class Run:
+    """A finished mock run with lookups that fail loudly when nothing matches."""
+
+    def __init__(self, run: ProgramRun) -> None:
+        self.run = run
+        self.resources = run.resources
+
+    def of_type(self, type_: str) -> list[RecordedResource]:
+        found = [r for r in self.resources if r.type == type_]
+        assert found, f"no {type_} resources were registered"
+        return found
+
+    def named(self, name: str) -> RecordedResource:
+        found = [r for r in self.resources if r.name == name]
+        assert len(found) == 1, f"expected one resource named {name}, found {len(found)}"
+        return found[0]
+
+    def urn_of(self, name: str) -> str:
+        return self.named(name).urn
+
+
+@pytest.fixture
+def run_stack() -> Callable[..., Run]:
+    """Run `__main__.py` under mocks for an example stack (or given values); preview by default."""
+
+    def run(
+        stack: str = "onprem",
+        *,
+        values: Mapping[str, Any] | None = None,
+        secret: list[str] | None = None,
+        preview: bool = True,
+        **kwargs: Any,
+    ) -> Run:
+        if values is None:
+            values, secret = stack_values(stack)
+        config = as_config(values)
+        return Run(
+            run_program(config, [f"mlcluster:{k}" for k in (secret or [])], stack=stack, preview=preview, **kwargs)
+        )
+
+    return run

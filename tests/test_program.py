@@ -1,0 +1,114 @@
+"""The whole program on the mock engine: resources, wiring and resource options, per example stack."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+from components.config.spec import GPU_TAINT
+from components.plan.engine import COMPUTED, SECRET
+from components.render.shell import script_of_command
+
+from .conftest import known
+
+COMMAND = "command:remote:Command"
+
+
+def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
+    run = run_stack("onprem")
+    commands = run.of_type(COMMAND)
+    # 9 nodes x 6 preparation steps, init + kubeconfig, and 3 resources per joining node.
+    assert len(commands) == 9 * 6 + 2 + 8 * 3
+    releases = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert {"gpu-operator", "kueue", "cert-manager", "kserve-crd", "kserve-resources", "kubeflow-trainer"} <= releases
+    assert "tigera-operator" in releases
+
+
+def test_first_control_plane_init_is_protected_and_alone(run_stack) -> None:
+    run = run_stack("onprem")
+    protected = [r.name for r in run.resources if r.options["protect"]]
+    assert protected == ["cp-1-kubeadm-init"]
+
+
+def test_credential_steps_hide_their_output(run_stack) -> None:
+    run = run_stack("onprem")
+    for resource in run.of_type(COMMAND):
+        secret_stdout = resource.name.endswith(("-join-credentials", "-admin-kubeconfig"))
+        assert ("stdout" in resource.options["additionalSecretOutputs"]) == secret_stdout, resource.name
+        assert (resource.inputs["logging"] == "none") == secret_stdout, resource.name
+        # No environment: it needs the server's AcceptEnv, and previous output must not flow back in.
+        assert "environment" not in resource.inputs
+        assert resource.inputs["addPreviousOutputInEnv"] is False
+
+
+def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None:
+    run = run_stack("onprem")
+    join = run.named("gpu-1-kubeadm-join")
+    assert join.inputs["stdin"] in (SECRET, COMPUTED)
+    assert run.urn_of("gpu-1-join-credentials") in join.depends_on
+    script = known(script_of_command(join.inputs["create"]))
+    assert "__MLCLUSTER_JOIN_TOKEN__" in script and "token: __MLCLUSTER_JOIN_TOKEN__" in script
+
+
+def test_steps_run_in_order_on_each_node(run_stack) -> None:
+    run = run_stack("onprem")
+    order = ["os", "swap", "kernel-modules", "sysctl", "containerd", "kube-packages"]
+    for before, after in itertools.pairwise(order):
+        assert run.urn_of(f"gpu-2-{before}") in run.named(f"gpu-2-{after}").depends_on
+    assert run.urn_of("cp-1-kube-packages") in run.named("cp-1-kubeadm-init").depends_on
+
+
+def test_workers_join_in_parallel_control_planes_one_by_one(run_stack) -> None:
+    run = run_stack("onprem")
+    joins = {r.name: r for r in run.of_type(COMMAND) if r.name.endswith("-kubeadm-join")}
+    worker_join_urns = {r.urn for n, r in joins.items() if not n.startswith("cp-")}
+    for name, join in joins.items():
+        if not name.startswith("cp-"):
+            assert not worker_join_urns & set(join.depends_on), f"{name} waits for another worker"
+    assert run.urn_of("cp-2-kubeadm-join") in joins["cp-3-kubeadm-join"].depends_on
+    assert run.urn_of("cp-3-kubeadm-join") in joins["gpu-4-kubeadm-join"].depends_on
+
+
+def test_host_keys_are_pinned_on_every_connection(run_stack) -> None:
+    run = run_stack("onprem")
+    for resource in run.of_type(COMMAND):
+        connection = resource.raw_inputs["connection"]
+        assert connection["hostKey"].startswith("ssh-ed25519 "), resource.name
+        assert connection["perDialTimeout"] == 10 and connection["dialErrorLimit"] == 3
+
+
+def test_gpu_nodes_get_the_gpu_taint_and_model_label(run_stack) -> None:
+    run = run_stack("onprem")
+    script = known(script_of_command(run.named("gpu-3-kubeadm-join").inputs["create"]))
+    key, _rest = GPU_TAINT.split("=", 1)
+    assert f"key: {key}" in script and "effect: NoSchedule" in script
+    assert "mlcluster.io/gpu-model=H100-SXM-80GB" in script
+
+
+def test_kubeconfig_is_a_secret_output_and_feeds_the_provider(run_stack) -> None:
+    run = run_stack("onprem")
+    assert run.run.outputs["kubeconfig"].secret
+    provider = run.of_type("pulumi:providers:kubernetes")[0]
+    assert provider.inputs["kubeconfig"] == SECRET
+    for release in run.of_type("kubernetes:helm.sh/v3:Release"):
+        assert release.options["provider"].startswith(provider.urn), release.name
+
+
+def test_cloud_stack_has_no_ssh_or_kubeadm(run_stack) -> None:
+    run = run_stack("cloud")
+    assert not [r for r in run.resources if r.type == COMMAND]
+    assert run.run.outputs["kubeconfig"].secret
+    assert len(run.of_type("kubernetes:helm.sh/v3:Release")) >= 5
+
+
+def test_no_secret_value_reaches_recorded_inputs(run_stack) -> None:
+    secret_text = "-----BEGIN OPENSSH PRIVATE KEY-----\nmlcluster-test-secret\n-----END OPENSSH PRIVATE KEY-----"
+    from .conftest import stack_values
+
+    values, secret = stack_values("onprem")
+    values["ssh"]["privateKey"] = secret_text
+    run = run_stack("onprem", values=values, secret=secret)
+    wire = json.dumps([r.inputs for r in run.resources])
+    assert "mlcluster-test-secret" not in wire
+    # and the key did reach the engine, only as a secret
+    assert run.named("cp-1-os").raw_inputs["connection"]["privateKey"] == secret_text
