@@ -17,7 +17,12 @@ SECRET_MARK = "mlcluster-plan-test-secret-value"
 
 def plan(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "components.plan", *args], cwd=PROJECT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "components.plan", *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

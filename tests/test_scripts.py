@@ -22,7 +22,7 @@ def test_shellcheck_is_available() -> None:
 def test_step_is_strict_and_shellcheck_clean(script) -> None:
     text = script.read_text()
     assert text.startswith("#!/usr/bin/env bash\n") and "\nset -euo pipefail\n" in text
-    result = subprocess.run(["shellcheck", "-s", "bash", str(script)], capture_output=True, text=True)
+    result = subprocess.run(["shellcheck", "-s", "bash", str(script)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout
 
 
@@ -35,16 +35,18 @@ def test_every_rendered_step_parses_and_survives_the_command_wrapper() -> None:
     steps = [*node_steps.prepare_steps(spec, node), node_steps.init_step(spec, node)]
     steps += [node_steps.join_step(spec, spec.nodes[5]), node_steps.join_credentials_step(spec.nodes[5])]
     for step in steps:
-        assert subprocess.run(["bash", "-n"], input=step.script, text=True).returncode == 0, step.name
+        assert subprocess.run(["bash", "-n"], input=step.script, text=True, check=False).returncode == 0, step.name
         command = remote_command(step.script, "ubuntu", step.name)
         assert command.startswith("sudo -n bash -c ")
         assert script_of_command(command) == step.script.rstrip() + "\n"
 
 
 def test_wrapped_command_runs_the_script_with_stdin_free_for_secrets(tmp_path) -> None:
-    script = render_script("os", {}).replace("detect_os\n", "detect_os() { OS_ID=x OS_VERSION_ID=1 OS_FAMILY=deb; }\ndetect_os\n")
+    script = render_script("os", {}).replace(
+        "detect_os\n", "detect_os() { OS_ID=x OS_VERSION_ID=1 OS_FAMILY=deb; }\ndetect_os\n"
+    )
     script += 'IFS= read -r secret\nprintf "got %s\\n" "${#secret}"\n'
     command = remote_command(script, "root", "os")
-    result = subprocess.run(["sh", "-c", command], input="s3cret\n", capture_output=True, text=True)
+    result = subprocess.run(["sh", "-c", command], input="s3cret\n", capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["ok: os x 1 (deb family)", "got 6"]
