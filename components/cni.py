@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .helm_release import helm_release
-from .render.platform import cni_release
+from .render.cni import cni_release
 
 
 class Cni(pulumi.ComponentResource):

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .helm_release import helm_release
-from .render.platform import gpu_operator_release
+from .render.gpu_operator import gpu_operator_release
 
 
 class GpuOperator(pulumi.ComponentResource):

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .helm_release import helm_release
-from .render.platform import cert_manager_release, kserve_releases
+from .render.serving import cert_manager_release, kserve_releases
 
 
 class Serving(pulumi.ComponentResource):

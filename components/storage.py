@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .helm_release import helm_release
-from .render.platform import storage_release
+from .render.storage import storage_release
 
 
 class Storage(pulumi.ComponentResource):

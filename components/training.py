@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .helm_release import helm_release
-from .render.platform import kubeflow_trainer_release
+from .render.training import kubeflow_trainer_release
 
 
 class Training(pulumi.ComponentResource):

@@ -52,7 +52,8 @@ def unknown_value_keys(values: Any, upstream: Any, path: str = "") -> list[str]:
     if not isinstance(values, dict):
         return []
     if isinstance(upstream, dict) and not upstream:
-        return []
+        # Below the root, `{}` is a free-form map; at the root it is a chart that takes no values.
+        return [f"{k} (the chart takes no values)" for k in values] if not path else []
     if not isinstance(upstream, dict):
         return [f"{path or '<root>'} (upstream is not a map)"] if values else []
     missing = []
@@ -63,3 +64,52 @@ def unknown_value_keys(values: Any, upstream: Any, path: str = "") -> list[str]:
         else:
             missing += unknown_value_keys(value, upstream[key], key_path)
     return missing
+
+
+@cache
+def _crd(path: str) -> dict[str, Any]:
+    return yaml.safe_load((require_upstream() / "crds" / path).read_text())
+
+
+def crd_errors(document: dict[str, Any], crd_path: str) -> list[str]:
+    """Validate a custom resource against its CRD's schema for the document's apiVersion.
+
+    crd_path is relative to crds/, e.g. "kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml".
+    """
+    crd = _crd(crd_path)
+    group, _, version = document["apiVersion"].rpartition("/")
+    if group != crd["spec"]["group"] or document["kind"] != crd["spec"]["names"]["kind"]:
+        return [f"<root>: {document['apiVersion']} {document['kind']} is not what {crd_path} defines"]
+    versions = {v["name"]: v for v in crd["spec"]["versions"]}
+    if version not in versions:
+        return [f"<root>: version {version} not served by {crd_path} (has {sorted(versions)})"]
+    schema = versions[version]["schema"]["openAPIV3Schema"]
+    # Kubernetes prunes unknown fields; we reject them instead, so a typo cannot be silently dropped.
+    return schema_errors(_closed(schema), document)
+
+
+def _closed(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _closed(v) if k not in ("properties", "patternProperties") else v for k, v in schema.items()}
+    if "properties" in schema:
+        out["properties"] = {k: _closed(v) for k, v in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+    if "items" in schema:
+        out["items"] = _closed(schema["items"])
+    if isinstance(schema.get("additionalProperties"), dict):
+        out["additionalProperties"] = _closed(schema["additionalProperties"])
+    return out
+
+
+def kubernetes_errors(document: dict[str, Any], kubernetes_version: str) -> list[str]:
+    """Strict validation of a core manifest (Job, Deployment, HPA, ...) for a Kubernetes version."""
+    import kubernetes_validate
+
+    minor = ".".join(kubernetes_version.lstrip("v").split(".")[:2])
+    try:
+        kubernetes_validate.validate(document, minor, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [str(error.message)]
+    return []

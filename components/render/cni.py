@@ -1,0 +1,27 @@
+"""Calico (tigera-operator): the default CNI of kubeadm clusters."""
+
+from __future__ import annotations
+
+from ..config.spec import Spec
+from .helm import ChartRelease
+
+CALICO_VERSION = "v3.30.3"
+
+
+def cni_release(spec: Spec) -> ChartRelease:
+    return ChartRelease(
+        name="tigera-operator",
+        chart="tigera-operator",
+        repository="https://docs.tigera.io/calico/charts",
+        version=CALICO_VERSION,
+        namespace="tigera-operator",
+        values={
+            "installation": {
+                "calicoNetwork": {
+                    "ipPools": [
+                        {"cidr": spec.cluster.pod_cidr, "encapsulation": "VXLANCrossSubnet", "natOutgoing": "Enabled"}
+                    ]
+                }
+            }
+        },
+    )
