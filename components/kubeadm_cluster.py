@@ -15,6 +15,8 @@ from .config.spec import Spec
 from .control_plane import FirstControlPlane
 from .node_join import NodeJoin
 from .node_prep import NodePrep
+from .render.kubelet_placement import spec_warnings
+from .render.tuning_steps import restart_batches
 
 
 class KubeadmCluster(pulumi.ComponentResource):
@@ -24,7 +26,15 @@ class KubeadmCluster(pulumi.ComponentResource):
     def __init__(self, spec: Spec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("mlcluster:kubeadm_cluster:KubeadmCluster", spec.cluster.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        prepared = {node.name: NodePrep(spec, node, opts=child) for node in spec.nodes}
+        for warning in spec_warnings(spec):
+            pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
+        # Tuning restarts containerd/kubelet: batch k waits for batch k-1, never every node at once.
+        prepared: dict[str, NodePrep] = {}
+        previous_batch: list[pulumi.Resource] = []
+        for batch in restart_batches(spec):
+            for node in batch:
+                prepared[node.name] = NodePrep(spec, node, opts=child, restart_after=previous_batch)
+            previous_batch = [prepared[node.name].tuning for node in batch]
 
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name].ready, opts=child)

@@ -17,8 +17,8 @@ COMMAND = "command:remote:Command"
 def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
     run = run_stack("onprem")
     commands = run.of_type(COMMAND)
-    # 9 nodes x 6 preparation steps, init + kubeconfig, and 3 resources per joining node.
-    assert len(commands) == 9 * 6 + 2 + 8 * 3
+    # 9 nodes x 7 preparation steps (+ image-disk on the 4 GPU nodes), init + kubeconfig, 3 per joining node.
+    assert len(commands) == 9 * 7 + 4 + 2 + 8 * 3
     releases = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert {"gpu-operator", "kueue", "cert-manager", "kserve-crd", "kserve-resources", "kubeflow-trainer"} <= releases
     assert "tigera-operator" in releases
@@ -52,10 +52,10 @@ def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None
 
 def test_steps_run_in_order_on_each_node(run_stack) -> None:
     run = run_stack("onprem")
-    order = ["os", "swap", "kernel-modules", "sysctl", "containerd", "kube-packages"]
+    order = ["os", "swap", "kernel-modules", "sysctl", "image-disk", "containerd", "kube-packages", "kubelet-tuning"]
     for before, after in itertools.pairwise(order):
         assert run.urn_of(f"gpu-2-{before}") in run.named(f"gpu-2-{after}").depends_on
-    assert run.urn_of("cp-1-kube-packages") in run.named("cp-1-kubeadm-init").depends_on
+    assert run.urn_of("cp-1-kubelet-tuning") in run.named("cp-1-kubeadm-init").depends_on
 
 
 def test_workers_join_in_parallel_control_planes_one_by_one(run_stack) -> None:

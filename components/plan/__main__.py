@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config.load import read_stack_file, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
+from ..render.kubelet_placement import spec_warnings
 from .engine import PROJECT_ROOT, run_program
 from .writer import write_plan
 
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path}: {error.report()}", file=sys.stderr)
         return 2
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
+    for warning in spec_warnings(spec):
+        print(f"warning: mlcluster:{warning.path}: {warning.message}", file=sys.stderr)
     run = run_program(config, secret_keys, stack=stack)
     text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
     elapsed = time.perf_counter() - started

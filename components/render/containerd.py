@@ -1,45 +1,44 @@
-"""containerd's config.toml, in config version 2 (containerd 1.6/1.7) and version 3 (containerd 2.x)."""
+"""containerd's config.toml: config version 2 (containerd 1.6/1.7) and version 3 (containerd 2.x).
+
+One node's file: the pull deadline where the line has it (1.7: CRI plugin table, 2.x: images plugin table;
+1.6 has none), and `root` on the node's image disk when it has one.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..config.spec import Spec
+from ..config.kubelet import KubeletSpec
 from . import toml_text
+from .kubelet_placement import CONTAINERD_CONFIG_VERSION, ContainerdLine
 
 DROP_IN_GLOB = "/etc/containerd/conf.d/*.toml"
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 
 
-def containerd_config(spec: Spec, config_version: int) -> dict[str, Any]:
+def containerd_config(tuning: KubeletSpec, line: ContainerdLine, root: str | None = None) -> dict[str, Any]:
     runc = {"runtime_type": "io.containerd.runc.v2", "options": {"SystemdCgroup": True}}
-    deadline = spec.kubelet.image_pull_progress_deadline
-    if config_version == 2:
-        return {
-            "version": 2,
-            "imports": [DROP_IN_GLOB],
-            "plugins": {
-                "io.containerd.grpc.v1.cri": {
-                    "sandbox_image": SANDBOX_IMAGE,
-                    "image_pull_progress_timeout": deadline,
-                    "containerd": {"runtimes": {"runc": runc}},
-                }
+    deadline = tuning.image_pull_progress_deadline
+    top: dict[str, Any] = {"version": CONTAINERD_CONFIG_VERSION[line]}
+    if root is not None:
+        top["root"] = root
+    top["imports"] = [DROP_IN_GLOB]
+    if line in ("1.6", "1.7"):
+        cri: dict[str, Any] = {"sandbox_image": SANDBOX_IMAGE}
+        if line == "1.7":
+            cri["image_pull_progress_timeout"] = deadline
+        cri["containerd"] = {"runtimes": {"runc": runc}}
+        return top | {"plugins": {"io.containerd.grpc.v1.cri": cri}}
+    return top | {
+        "plugins": {
+            "io.containerd.cri.v1.images": {
+                "image_pull_progress_timeout": deadline,
+                "pinned_images": {"sandbox": SANDBOX_IMAGE},
             },
-        }
-    if config_version == 3:
-        return {
-            "version": 3,
-            "imports": [DROP_IN_GLOB],
-            "plugins": {
-                "io.containerd.cri.v1.images": {
-                    "image_pull_progress_timeout": deadline,
-                    "pinned_images": {"sandbox": SANDBOX_IMAGE},
-                },
-                "io.containerd.cri.v1.runtime": {"containerd": {"runtimes": {"runc": runc}}},
-            },
-        }
-    raise ValueError(f"containerd config version {config_version} is not supported (2 or 3)")
+            "io.containerd.cri.v1.runtime": {"containerd": {"runtimes": {"runc": runc}}},
+        },
+    }
 
 
-def containerd_config_toml(spec: Spec, config_version: int) -> str:
-    return toml_text.dumps(containerd_config(spec, config_version))
+def containerd_config_toml(tuning: KubeletSpec, line: ContainerdLine, root: str | None = None) -> str:
+    return toml_text.dumps(containerd_config(tuning, line, root))

@@ -1,0 +1,90 @@
+"""The image-disk and kubelet-tuning node steps, and the batches in which nodes restart, as pure data.
+
+kubelet-tuning runs on day 1 (before join) and on every later change: it rewrites containerd's config and the
+kubelet's settings and restarts a service only when its own input changed. Restarts go in batches (control
+planes first, then workers); the components chain batch k after batch k-1 so never all nodes restart at once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..config.kubelet import KubeletSpec, effective_kubelet
+from ..config.spec import NodeSpec, Spec
+from . import yaml_text
+from .containerd import containerd_config_toml
+from .kubelet_placement import (
+    DROP_IN_FILE,
+    MANAGED_FLAGS,
+    drop_in_configuration,
+    kubelet_flags,
+    parse_minor,
+)
+from .shell import NodeStep, render_script
+
+IMAGE_DISK_STEP = "image-disk"
+TUNING_STEP = "kubelet-tuning"
+
+
+def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:
+    return effective_kubelet(spec.kubelet, node.kubelet)
+
+
+def image_disk_step(node: NodeSpec) -> NodeStep | None:
+    """Format (only if blank) and mount the node's image disk before containerd writes anything."""
+    disk = node.image_disk
+    if disk is None:
+        return None
+    settings = {
+        "IMAGE_DISK_DEVICE": disk.device or "",
+        "IMAGE_DISK_PATH": disk.path or "",
+        "IMAGE_DISK_FILESYSTEM": disk.filesystem,
+        "IMAGE_DISK_MOUNT": disk.mount_point,
+    }
+    title = f"Image disk {disk.device} on {disk.mount_point}" if disk.device else f"Image directory {disk.path}"
+    return NodeStep(
+        name=IMAGE_DISK_STEP, title=title, script=render_script(IMAGE_DISK_STEP, settings), settings=settings
+    )
+
+
+def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    tuning = node_tuning(spec, node)
+    minor = parse_minor(spec.kubernetes_version)
+    root = node.image_disk.containerd_root if node.image_disk else None
+    drop_in = drop_in_configuration(tuning, minor)
+    settings = {
+        "CONTAINERD_CONFIG_1_6": containerd_config_toml(tuning, "1.6", root),
+        "CONTAINERD_CONFIG_1_7": containerd_config_toml(tuning, "1.7", root),
+        "CONTAINERD_CONFIG_2": containerd_config_toml(tuning, "2", root),
+        "CONTAINERD_EXPECTED": tuning.containerd_version,
+        "PULL_DEADLINE": tuning.image_pull_progress_deadline,
+        "KUBELET_FLAGS": " ".join(kubelet_flags(tuning, spec.kubelet, minor)),
+        "MANAGED_FLAGS": " ".join(MANAGED_FLAGS),
+        "KUBELET_DROP_IN_FILE": DROP_IN_FILE,
+        "KUBELET_DROP_IN": yaml_text.dump(drop_in) if drop_in else "",
+        "CPU_MANAGER_POLICY": tuning.cpu_manager_policy,
+    }
+    return NodeStep(
+        name=TUNING_STEP,
+        title="Tune containerd and the kubelet for ML images (restart only what changed)",
+        script=render_script(TUNING_STEP, settings),
+        settings=settings,
+    )
+
+
+def _batch_size(max_unavailable: str, total: int) -> int:
+    if max_unavailable.endswith("%"):
+        return max(1, math.floor(total * int(max_unavailable[:-1]) / 100))
+    return max(1, int(max_unavailable))
+
+
+def restart_batches(spec: Spec) -> list[list[NodeSpec]]:
+    """Nodes in the order their tuning may restart services: control planes, then workers, in batches."""
+    restart = spec.kubelet.restart
+    batches: list[list[NodeSpec]] = []
+    for group, size in (
+        (list(spec.control_planes), restart.max_unavailable_control_planes),
+        (list(spec.workers), _batch_size(restart.max_unavailable_workers, len(spec.workers))),
+    ):
+        batches += [group[i : i + size] for i in range(0, len(group), size)]
+    return batches
