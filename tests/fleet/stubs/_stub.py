@@ -110,6 +110,10 @@ STUB_FILES = {
     "containerd": "containerd.py",
     "curl": "fetch.py",
     "gpg": "fetch.py",
+    "blkid": "disk.py",
+    "mkfs": "disk.py",
+    "mount": "disk.py",
+    "mountpoint": "disk.py",
 }
 OS_TOOLS = (
     "systemctl",
@@ -124,6 +128,10 @@ OS_TOOLS = (
     "swapoff",
     "curl",
     "gpg",
+    "blkid",
+    "mkfs",
+    "mount",
+    "mountpoint",
 )
 """On every host's PATH from the start (the other stubs appear when their package is installed)."""
 
