@@ -23,8 +23,8 @@ from .upstream import containerd_errors, kubelet_errors
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
 EXACT_LINE = 'KUBELET_EXTRA_ARGS="--image-gc-low-threshold 70 --image-gc-high-threshold 80"'
-RESTART_KUBELET = "systemctl restart kubelet"
-RESTART_CONTAINERD = "systemctl restart containerd"
+RESTART_KUBELET = ("systemctl", "restart", "kubelet")
+RESTART_CONTAINERD = ("systemctl", "restart", "containerd")
 
 
 def cluster(version: str = "1.29.10", kubelet: dict[str, Any] | None = None, **node: Any) -> Spec:
@@ -61,13 +61,13 @@ def test_flags_line_is_exact_other_lines_survive_and_rerun_restarts_nothing(tmp_
     first = tune(node, spec)
     expected = other.replace("KUBELET_EXTRA_ARGS=\n", EXACT_LINE + "\n")
     assert node.read(node.env_file) == expected
-    assert node.count(RESTART_KUBELET) == 1 and node.count(RESTART_CONTAINERD) == 1
-    assert "systemctl daemon-reload" in node.calls()
+    assert node.count(*RESTART_KUBELET) == 1 and node.count(*RESTART_CONTAINERD) == 1
+    assert ["systemctl", "daemon-reload"] in node.calls()
     assert any(line.startswith("changed: ") and EXACT_LINE in line for line in first)
 
     second = tune(node, spec)
     assert node.read(node.env_file) == expected
-    assert node.count(RESTART_KUBELET) == 1 and node.count(RESTART_CONTAINERD) == 1
+    assert node.count(*RESTART_KUBELET) == 1 and node.count(*RESTART_CONTAINERD) == 1
     assert second and all(line.startswith("ok: ") for line in second), second
 
 
@@ -78,9 +78,9 @@ def test_changing_a_threshold_restarts_the_kubelet_once_and_not_containerd(tmp_p
     assert node.read(node.env_file) == (
         'KUBELET_EXTRA_ARGS="--image-gc-low-threshold 65 --image-gc-high-threshold 80"\n'
     )
-    assert node.count(RESTART_KUBELET) == 2 and node.count(RESTART_CONTAINERD) == 1
+    assert node.count(*RESTART_KUBELET) == 2 and node.count(*RESTART_CONTAINERD) == 1
     tune(node, cluster(kubelet={"imageGCLowThresholdPercent": 65}))
-    assert node.count(RESTART_KUBELET) == 2
+    assert node.count(*RESTART_KUBELET) == 2
 
 
 def test_foreign_flags_are_kept_and_stale_managed_flags_replaced(tmp_path) -> None:
@@ -105,7 +105,7 @@ def test_pull_deadline_change_restarts_containerd_only(tmp_path) -> None:
     tune(node, cluster(kubelet={"imagePullProgressDeadline": "45m"}))
     config = tomllib.loads(node.read("/etc/containerd/config.toml"))
     assert config["plugins"]["io.containerd.grpc.v1.cri"]["image_pull_progress_timeout"] == "45m"
-    assert node.count(RESTART_CONTAINERD) == 2 and node.count(RESTART_KUBELET) == 1
+    assert node.count(*RESTART_CONTAINERD) == 2 and node.count(*RESTART_KUBELET) == 1
 
 
 def test_containerd_2_gets_config_v3_and_1_6_a_warning_instead_of_the_deadline(tmp_path) -> None:
@@ -127,7 +127,7 @@ def test_declared_containerd_version_must_match_the_node(tmp_path) -> None:
     result = node.run(tuning_step(cluster(kubelet={"containerdVersion": "1.7"}), cluster().nodes[0]).script)
     assert result.returncode != 0
     assert "containerd 1.6.20 is installed but mlcluster:kubelet.containerdVersion says 1.7" in result.stderr
-    assert node.count(RESTART_CONTAINERD) == 0 and node.count(RESTART_KUBELET) == 0
+    assert node.count(*RESTART_CONTAINERD) == 0 and node.count(*RESTART_KUBELET) == 0
 
 
 def test_from_1_30_settings_go_to_a_drop_in_and_the_line_points_at_it(tmp_path) -> None:
@@ -143,7 +143,7 @@ def test_from_1_30_settings_go_to_a_drop_in_and_the_line_points_at_it(tmp_path) 
     assert kubelet_errors(drop_in) == []
     assert drop_in["imageGCLowThresholdPercent"] == 70 and drop_in["maxParallelImagePulls"] == 3
     assert drop_in["serializeImagePulls"] is False and drop_in["cpuManagerPolicy"] == "static"
-    assert node.count(RESTART_KUBELET) == 1
+    assert node.count(*RESTART_KUBELET) == 1
 
 
 def test_cpu_manager_checkpoint_of_another_policy_is_removed_before_the_restart(tmp_path) -> None:
@@ -152,7 +152,7 @@ def test_cpu_manager_checkpoint_of_another_policy_is_removed_before_the_restart(
     node.write("/var/lib/kubelet/cpu_manager_state", '{"policyName":"none","defaultCpuSet":"","checksum":1}')
     tune(node, cluster("1.34.2", kubelet={"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"}}))
     assert not node.exists("/var/lib/kubelet/cpu_manager_state")
-    assert node.count(RESTART_KUBELET) == 2
+    assert node.count(*RESTART_KUBELET) == 2
 
 
 def disk_step(device: str = "/dev/nvme1n1") -> str:
@@ -166,43 +166,46 @@ def test_blank_image_disk_is_formatted_once_and_mounted_by_uuid(tmp_path) -> Non
     node = Node(tmp_path)
     first = node.run(disk_step(), ("/dev/nvme1n1",))
     assert first.returncode == 0, first.stderr
-    assert node.count("mkfs -t xfs /dev/nvme1n1") == 1 and node.count("mount /var/lib/containerd") == 1
+    assert node.calls("mkfs") == [["mkfs", "-t", "xfs", "/dev/nvme1n1"]]
+    assert node.calls("mount") == [["mount", "/var/lib/containerd"]]
+    uuid = node.state()["disks"]["/dev/nvme1n1"]["uuid"]
     fstab = node.read("/etc/fstab").splitlines()
     assert fstab[0].startswith("# <file system>")
-    assert fstab[1] == "UUID=5f1c0de0-0000-4000-8000-00000000beef /var/lib/containerd xfs defaults,nofail 0 2"
+    assert fstab[1] == f"UUID={uuid} /var/lib/containerd xfs defaults,nofail 0 2"
+    assert node.state()["mounts"] == {"/var/lib/containerd": "/dev/nvme1n1"}
     unit = node.read("/etc/systemd/system/containerd.service.d/50-mlcluster-image-disk.conf")
     assert "RequiresMountsFor=/var/lib/containerd" in unit
 
     second = node.run(disk_step(), ("/dev/nvme1n1",))
     assert second.returncode == 0, second.stderr
-    assert [c for c in node.calls() if c.startswith("mkfs")] == ["mkfs -t xfs /dev/nvme1n1"]
-    assert node.count("mount /var/lib/containerd") == 1
+    assert node.calls("mkfs") == [["mkfs", "-t", "xfs", "/dev/nvme1n1"]]
+    assert node.calls("mount") == [["mount", "/var/lib/containerd"]]
     assert all(line.startswith("ok: ") for line in second.stdout.splitlines()), second.stdout
 
 
 def test_image_disk_with_a_filesystem_is_never_formatted(tmp_path) -> None:
     node = Node(tmp_path)
-    node.set_disk(fs_type="ext4")
+    node.settings(disks={"/dev/nvme1n1": {"type": "ext4", "uuid": "0a1d0a1d-0000-4000-8000-000000000001"}})
     result = node.run(disk_step(), ("/dev/nvme1n1",))
     assert result.returncode == 0, result.stderr
-    assert not [c for c in node.calls() if c.startswith("mkfs")]
+    assert node.calls("mkfs") == []
     assert "ok: /dev/nvme1n1 already has a ext4 filesystem (not formatted)" in result.stdout
-    assert "UUID=0ld0ld00-0000-4000-8000-000000000001 /var/lib/containerd ext4" in node.read("/etc/fstab")
+    assert "UUID=0a1d0a1d-0000-4000-8000-000000000001 /var/lib/containerd ext4" in node.read("/etc/fstab")
 
 
 def test_image_disk_with_only_a_partition_table_is_refused(tmp_path) -> None:
     node = Node(tmp_path)
-    node.set_disk(pt_type="gpt")
+    node.settings(disks={"/dev/nvme1n1": {"pttype": "gpt"}})
     result = node.run(disk_step(), ("/dev/nvme1n1",))
     assert result.returncode != 0 and "has a partition table and no filesystem" in result.stderr
-    assert not [c for c in node.calls() if c.startswith(("mkfs", "mount "))]
+    assert node.calls("mkfs") == [] and node.calls("mount") == []
 
 
 def test_image_disk_that_is_not_a_block_device_is_refused(tmp_path) -> None:
     node = Node(tmp_path)
     result = node.run(disk_step())
     assert result.returncode != 0 and "/dev/nvme1n1 is not a block device" in result.stderr
-    assert not [c for c in node.calls() if c.startswith(("blkid", "mkfs"))]
+    assert node.calls("blkid") == [] and node.calls("mkfs") == []
 
 
 def test_containerd_root_is_the_image_disk(tmp_path) -> None:

@@ -22,14 +22,13 @@ kubelet-config-v1beta1 schema) are checked against upstream in tests/test_kubele
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from ..config.kubelet import KubeletSpec, containerd_series, effective_kubelet, overridden_keys
+from ..config.reference import generated_main
 from ..config.spec import Spec
 
 Minor = tuple[int, int]
@@ -272,20 +271,14 @@ def placement_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def with_table(document: str) -> str:
-    start, end = document.index(TABLE_START), document.index(TABLE_END)
-    return document[: start + len(TABLE_START)] + "\n" + placement_markdown() + document[end:]
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Where each kubelet tuning setting lands, as a markdown table.")
-    parser.add_argument("--write", type=Path, help="markdown page to update between the table markers")
-    args = parser.parse_args(argv)
-    if args.write:
-        args.write.write_text(with_table(args.write.read_text()))
-    else:
-        sys.stdout.write(placement_markdown())
-    return 0
+    return generated_main(
+        argv,
+        "Where each kubelet tuning setting lands, as a markdown table.",
+        TABLE_START,
+        TABLE_END,
+        placement_markdown,
+    )
 
 
 if __name__ == "__main__":
