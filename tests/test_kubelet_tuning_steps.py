@@ -96,6 +96,22 @@ def test_foreign_flags_are_kept_and_stale_managed_flags_replaced(tmp_path) -> No
     )
 
 
+def test_the_assignment_in_effect_is_the_one_rewritten_and_duplicates_go(tmp_path) -> None:
+    node = Node(tmp_path)
+    node.write(node.env_file, 'KUBELET_EXTRA_ARGS="--v=1"\nA=1\nKUBELET_EXTRA_ARGS="--node-ip 198.18.0.10"\n')
+    tune(node, cluster())
+    assert node.read(node.env_file) == (
+        'KUBELET_EXTRA_ARGS="--node-ip 198.18.0.10 --image-gc-low-threshold 70 --image-gc-high-threshold 80"\nA=1\n'
+    )
+
+
+def test_unreadable_containerd_version_stops_before_any_change(tmp_path) -> None:
+    node = Node(tmp_path, containerd_version="main")
+    result = node.run(tuning_step(cluster(), cluster().nodes[0]).script)
+    assert result.returncode != 0 and "cannot read the version of containerd" in result.stderr
+    assert not node.exists("/etc/containerd/config.toml") and node.calls("systemctl") == []
+
+
 def test_pull_deadline_change_restarts_containerd_only(tmp_path) -> None:
     node = Node(tmp_path, containerd_version="1.7.24")
     tune(node, cluster())

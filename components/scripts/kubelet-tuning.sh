@@ -17,6 +17,7 @@ version=${version#v}
 major=${version%%.*}
 minor=${version#*.}
 minor=${minor%%.*}
+[[ $major =~ ^[0-9]+$ && $minor =~ ^[0-9]+$ ]] || die "cannot read the version of containerd from: $(containerd --version)"
 if [ "$major" -ge 2 ]; then
   line=2 config=$CONTAINERD_CONFIG_2
 elif [ "$minor" -ge 7 ]; then
@@ -81,10 +82,11 @@ extra_args_line() {
 }
 
 env_file=$(kubelet_env_file)
-current_line=$(grep -m1 '^KUBELET_EXTRA_ARGS=' "$env_file" 2>/dev/null || true)
+# systemd's EnvironmentFile takes the last assignment: that is the line in effect, and the one rewritten.
+current_line=$(grep '^KUBELET_EXTRA_ARGS=' "$env_file" 2>/dev/null | tail -n 1 || true)
 new_line=$(extra_args_line "$current_line")
 if [ -f "$env_file" ] && [ -n "$current_line" ]; then
-  content=$(awk -v line="$new_line" '/^KUBELET_EXTRA_ARGS=/ { if (!done) print line; done = 1; next } { print }' "$env_file")
+  content=$(NEW_LINE=$new_line awk '/^KUBELET_EXTRA_ARGS=/ { if (!done) print ENVIRON["NEW_LINE"]; done = 1; next } { print }' "$env_file")
 elif [ -f "$env_file" ]; then
   content=$(cat "$env_file")
   content="${content:+$content
