@@ -26,7 +26,7 @@ OS_RELEASE = {
     "rpm": 'ID=rocky\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.5"\n',
 }
 ENV_FILE = {"deb": "/etc/default/kubelet", "rpm": "/etc/sysconfig/kubelet"}
-TOOLS = ("systemctl", "containerd", "blkid", "mkfs", "mount", "mountpoint")
+TOOLS = ("systemctl", "containerd", "blkid", "mkfs", "mkfs.xfs", "mkfs.ext4", "mount", "mountpoint")
 
 
 @dataclass
@@ -98,8 +98,13 @@ class Node:
     def count(self, *call: str) -> int:
         return self.calls(call[0]).count(list(call))
 
-    def run(self, script: str, block_devices: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-        """Run a rendered step script as root in this node's private mount namespace."""
+    def run(
+        self, script: str, block_devices: tuple[str, ...] = (), mounted: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a rendered step script as root in this node's private mount namespace.
+
+        `mounted` {device: directory}: a tmpfs named after the device on that directory, so findmnt (the real
+        one) sees the device as mounted there."""
         nodes = "".join(f"mkdir -p \"$(dirname '{d}')\" && mknod '{d}' b 259 1 && " for d in block_devices)
         mount = shutil.which("mount", path="/usr/bin:/bin")
         # set -e, and mknod only once /dev is this namespace's own empty tmpfs: nothing may touch the machine's.
@@ -107,7 +112,9 @@ class Node:
             "set -e; "
             f"{mount} --bind '{self.root}/etc' /etc && {mount} --bind '{self.root}/var' /var && "
             f'{mount} -t tmpfs tmpfs /dev && [ -z "$(ls -A /dev)" ] && mknod -m 666 /dev/null c 1 3 && '
-            f"{nodes}exec bash -s"
+            f"{nodes}"
+            + "".join(f"mkdir -p '{t}' && {mount} -t tmpfs '{d}' '{t}' && " for d, t in (mounted or {}).items())
+            + "exec bash -s"
         )
         env = {**os.environ, "PATH": f"{self.root}/bin:{os.environ['PATH']}"}
         return subprocess.run(

@@ -224,6 +224,14 @@ def test_image_disk_that_is_not_a_block_device_is_refused(tmp_path) -> None:
     assert node.calls("blkid") == [] and node.calls("mkfs") == []
 
 
+def test_image_disk_that_is_mounted_elsewhere_is_refused(tmp_path) -> None:
+    node = Node(tmp_path)
+    node.settings(disks={"/dev/nvme1n1": {"type": "ext4"}})
+    result = node.run(disk_step(), ("/dev/nvme1n1",), mounted={"/dev/nvme1n1": "/var/srv"})
+    assert result.returncode != 0 and "/dev/nvme1n1 is mounted on /var/srv" in result.stderr, result.stderr
+    assert node.calls("mkfs") == [] and node.calls("mount") == []
+
+
 def test_containerd_root_is_the_image_disk(tmp_path) -> None:
     node = Node(tmp_path)
     spec = cluster(imageDisk={"device": "/dev/nvme1n1", "mountPoint": "/data/images"})

@@ -17,6 +17,8 @@ fi
 device=$IMAGE_DISK_DEVICE
 mount_point=$IMAGE_DISK_MOUNT
 [ -b "$device" ] || die "$device is not a block device"
+elsewhere=$(findmnt -rn -S "$device" -o TARGET 2>/dev/null | grep -vxF "$mount_point" || true)
+[ -z "$elsewhere" ] || die "$device is mounted on $elsewhere: it is not a spare disk for images"
 
 # blkid exits 2 when it finds nothing: the only case in which the device is formatted.
 probe=$(blkid -p -o export "$device" || true)
@@ -26,6 +28,13 @@ if [ -n "$fs_type" ]; then
 elif grep -q '^PTTYPE=' <<<"$probe"; then
   die "$device has a partition table and no filesystem: give a partition (e.g. ${device}p1) or wipe it yourself"
 else
+  if ! command -v "mkfs.$IMAGE_DISK_FILESYSTEM" >/dev/null 2>&1; then
+    tools=$([ "$IMAGE_DISK_FILESYSTEM" = xfs ] && echo xfsprogs || echo e2fsprogs)
+    detect_os
+    [ "$OS_FAMILY" = rpm ] || pkg_refresh
+    pkg_install "$tools"
+    changed "$tools installed"
+  fi
   run_long mkfs -t "$IMAGE_DISK_FILESYSTEM" "$device"
   changed "$device formatted as $IMAGE_DISK_FILESYSTEM"
 fi

@@ -112,6 +112,8 @@ STUB_FILES = {
     "gpg": "fetch.py",
     "blkid": "disk.py",
     "mkfs": "disk.py",
+    "mkfs.xfs": "disk.py",
+    "mkfs.ext4": "disk.py",
     "mount": "disk.py",
     "mountpoint": "disk.py",
 }
@@ -130,6 +132,8 @@ OS_TOOLS = (
     "gpg",
     "blkid",
     "mkfs",
+    "mkfs.xfs",
+    "mkfs.ext4",
     "mount",
     "mountpoint",
 )

@@ -54,6 +54,11 @@ def mkfs(host: Host, argv: list[str]) -> int:
     return 0
 
 
+def mkfs_backend(host: Host, argv: list[str]) -> int:
+    """mkfs.xfs / mkfs.ext4 only stand for an installed xfsprogs / e2fsprogs (steps call `mkfs -t`)."""
+    raise fail(f"the stub expects `mkfs -t TYPE DEVICE`, not a direct call with {argv}")
+
+
 def mount(host: Host, argv: list[str]) -> int:
     if len(argv) != 1:
         raise fail(f"mount: the stub only mounts an fstab entry by mount point, got {argv}")
@@ -78,4 +83,13 @@ def mountpoint(host: Host, argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    main({"blkid": blkid, "mkfs": mkfs, "mount": mount, "mountpoint": mountpoint})
+    main(
+        {
+            "blkid": blkid,
+            "mkfs": mkfs,
+            "mkfs.xfs": mkfs_backend,
+            "mkfs.ext4": mkfs_backend,
+            "mount": mount,
+            "mountpoint": mountpoint,
+        }
+    )
