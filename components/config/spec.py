@@ -17,6 +17,7 @@ from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec
 from .storage import StorageSpec
 from .training import KubeflowSpec
+from .workloads import WorkloadsSpec, validate_training
 
 Role = Literal["control-plane", "worker"]
 
@@ -222,6 +223,7 @@ class Spec:
     kserve: KserveSpec = setting(default_factory=KserveSpec, doc="KServe model serving.")
     kubeflow: KubeflowSpec = setting(default_factory=KubeflowSpec, doc="Kubeflow training.")
     storage: StorageSpec = setting(default_factory=StorageSpec, doc="Default StorageClass.")
+    workloads: WorkloadsSpec = setting(default_factory=WorkloadsSpec, doc="The seeds' workloads (YOLO, training).")
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -240,6 +242,7 @@ class Spec:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+        validate_training(self, problems)
 
     def _validate_kubeadm(self, problems: Problems) -> None:
         if not self.nodes:
