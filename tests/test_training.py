@@ -384,3 +384,26 @@ def test_yolo_job_is_awaited_and_training_is_not(run_stack) -> None:
     assert known(train.inputs["metadata"])["annotations"] == {"pulumi.com/skipAwait": "true"}
     (trainjob,) = run.of_type("kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob")
     assert known(trainjob.inputs["spec"])["runtimeRef"]["name"] == "torch-distributed"
+
+
+def test_default_training_command_is_valid_python() -> None:
+    from components.config.workloads import TRAINING_COMMAND
+
+    assert TRAINING_COMMAND[:2] == ("python", "-c")
+    compile(TRAINING_COMMAND[2], "training-command", "exec")
+    assert "CHECKPOINT_DIR" in TRAINING_COMMAND[2] and "num_workers" in TRAINING_COMMAND[2]
+
+
+def test_workloads_cli_prints_what_the_program_creates(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from components.plan.workloads import main
+
+    assert main(["--stack", "onprem"]) == 0
+    documents = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert documents[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-workloads"}}
+    assert documents[1:] == workload_manifests(onprem())
+    assert documents[1]["spec"]["backoffLimit"] == 2 and isinstance(documents[1]["spec"]["backoffLimit"], int)
+
+    broken = tmp_path / "Pulumi.broken.yaml"
+    broken.write_text("config:\n  mlcluster:kubernetesVersion: 1.30.0\n  mlcluster:cluster: {mode: existing}\n")
+    assert main(["--stack-file", str(broken)]) == 2
+    assert "mlcluster:kubeflow.enabled: Kubeflow Trainer 2.3.0 needs Kubernetes >= 1.31" in capsys.readouterr().err

@@ -33,11 +33,12 @@ TRAINING_COMMAND = (
     "if os.path.exists(ckpt):\n"
     "    state = torch.load(ckpt, map_location=device)\n"
     "    model.load_state_dict(state['model']); opt.load_state_dict(state['opt']); start = state['epoch'] + 1\n"
-    "data = TensorDataset(torch.randn(65536, 64), torch.randn(65536, 1))\n"
+    "x = torch.randn(65536, 64, generator=torch.Generator().manual_seed(0))\n"
+    "data = TensorDataset(x, x[:, :8].sum(dim=1, keepdim=True))\n"
     "loader = DataLoader(data, batch_size=512, shuffle=True, num_workers=4)\n"
     "for epoch in range(start, 5):\n"
-    "    for x, y in loader:\n"
-    "        opt.zero_grad(); loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))\n"
+    "    for xb, yb in loader:\n"
+    "        opt.zero_grad(); loss = torch.nn.functional.mse_loss(model(xb.to(device)), yb.to(device))\n"
     "        loss.backward(); opt.step()\n"
     "    torch.save({'model': model.state_dict(), 'opt': opt.state_dict(), 'epoch': epoch}, ckpt)\n"
     "    print(f'epoch {epoch} loss {loss.item():.4f} checkpoint {ckpt}', flush=True)\n",
@@ -49,7 +50,9 @@ class TrainingWorkloadSpec:
     enabled: bool = setting(False, doc="Run the training workload (a batch Job; TrainJob/PyTorchJob below).")
     name: str = setting("pytorch-train", doc="Name of the Job, TrainJob and PyTorchJob.", check=checks.k8s_name)
     image: str = setting(TRAINING_IMAGE, doc="Training image.")
-    command: tuple[str, ...] = setting(TRAINING_COMMAND, doc="Training command (default: a small resumable run).")
+    command: tuple[str, ...] = setting(
+        (), doc="Training command (default: a small PyTorch run that checkpoints each epoch and resumes)."
+    )
     gpus: int = setting(1, doc="GPUs per training pod (nvidia.com/gpu limit).", check=checks.between(1, 16))
     num_nodes: int = setting(
         1, doc="Training nodes of the TrainJob and PyTorchJob (the batch Job is one pod).", check=checks.between(1, 256)
@@ -73,6 +76,10 @@ class TrainingWorkloadSpec:
     pytorch_job: bool = setting(
         True, doc="Also run it as a legacy PyTorchJob (only when kubeflow.legacyTrainingOperator is on)."
     )
+
+    @property
+    def container_command(self) -> list[str]:
+        return list(self.command or TRAINING_COMMAND)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 TRAINER_RUNTIME = "torch-distributed"
 """The default ClusterTrainingRuntime for PyTorch: replicated job `node`, container `node`."""
 RUNTIME_PATCH_MANAGER = "mlcluster.io/workloads"
-NOTEBOOK_IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda:v1.10.0"
+NOTEBOOK_IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0"
 
 YOLO_JOB_NAME = "yolo26-predict"
 
@@ -140,7 +140,7 @@ def training_job(spec: Spec) -> Manifest:
     container = {
         "name": "train",
         "image": training.image,
-        "command": list(training.command),
+        "command": training.container_command,
         "env": _checkpoint_env(spec),
         "resources": _gpu_limits(training),
         "volumeMounts": _training_mounts(spec),
@@ -184,7 +184,7 @@ def train_job(spec: Spec) -> Manifest:
             },
             "trainer": {
                 "image": training.image,
-                "command": list(training.command),
+                "command": training.container_command,
                 "numNodes": training.num_nodes,
                 "resourcesPerNode": _gpu_limits(training),
             },
@@ -214,7 +214,7 @@ def pytorch_job(spec: Spec) -> Manifest:
         container = {
             "name": "pytorch",  # the operator finds the training container by this name
             "image": training.image,
-            "command": list(training.command),
+            "command": training.container_command,
             "env": _checkpoint_env(spec),
             "resources": _gpu_limits(training),
             "volumeMounts": _training_mounts(spec),
