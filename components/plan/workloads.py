@@ -14,11 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config.load import read_stack_file, spec_from_values
-from ..config.schema import NAMESPACE, ConfigError
+from ..config.load import read_stack_file
 from ..render import yaml_text
 from ..render.workloads import workload_manifests, workloads_namespace
-from .__main__ import _values
+from .__main__ import spec_or_report
 from .engine import PROJECT_ROOT
 
 
@@ -29,11 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--stack-file", type=Path, help="any stack file")
     args = parser.parse_args(argv)
     path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    config, secret_keys = read_stack_file(path)
-    try:
-        spec = spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
-    except ConfigError as error:
-        print(f"{path}: {error.report()}", file=sys.stderr)
+    spec = spec_or_report(path, *read_stack_file(path))
+    if spec is None:
         return 2
     documents = workload_manifests(spec)
     if documents and spec.workloads.create_namespace:

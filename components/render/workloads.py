@@ -134,11 +134,11 @@ def _gpu_limits(training: TrainingWorkloadSpec) -> Manifest:
     return {"limits": {GPU_RESOURCE: training.gpus}}
 
 
-def training_job(spec: Spec) -> Manifest:
-    """A plain batch/v1 Job: one pod, resumable from its checkpoint claim (restarts continue, not restart)."""
+def _training_pod(spec: Spec, kind: str, container_name: str) -> Manifest:
+    """The pod of a Job or PyTorchJob replica: the training container, its volumes, the GPU toleration."""
     training = spec.workloads.training
     container = {
-        "name": "train",
+        "name": container_name,
         "image": training.image,
         "command": training.container_command,
         "env": _checkpoint_env(spec),
@@ -146,20 +146,24 @@ def training_job(spec: Spec) -> Manifest:
         "volumeMounts": _training_mounts(spec),
     }
     return {
+        "restartPolicy": "OnFailure",
+        "tolerations": gpu_tolerations(),
+        "containers": [container],
+        "volumes": _training_volumes(spec, kind),
+    }
+
+
+def training_job(spec: Spec) -> Manifest:
+    """A plain batch/v1 Job: one pod, resumable from its checkpoint claim (restarts continue, not restart)."""
+    training = spec.workloads.training
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         # Training runs for hours: `up` must not wait for it to finish.
         "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "backoffLimit": 3,
-            "template": {
-                "spec": {
-                    "restartPolicy": "OnFailure",
-                    "tolerations": gpu_tolerations(),
-                    "containers": [container],
-                    "volumes": _training_volumes(spec, "Job"),
-                }
-            },
+            "template": {"spec": _training_pod(spec, "Job", "train")},
         },
     }
 
@@ -211,25 +215,9 @@ def pytorch_job(spec: Spec) -> Manifest:
     training = spec.workloads.training
 
     def replica(replicas: int) -> Manifest:
-        container = {
-            "name": "pytorch",  # the operator finds the training container by this name
-            "image": training.image,
-            "command": training.container_command,
-            "env": _checkpoint_env(spec),
-            "resources": _gpu_limits(training),
-            "volumeMounts": _training_mounts(spec),
-        }
-        return {
-            "replicas": replicas,
-            "restartPolicy": "OnFailure",
-            "template": {
-                "spec": {
-                    "tolerations": gpu_tolerations(),
-                    "containers": [container],
-                    "volumes": _training_volumes(spec, "PyTorchJob"),
-                }
-            },
-        }
+        # The operator finds the training container by the name `pytorch`; restartPolicy sits on the replica.
+        pod = _training_pod(spec, "PyTorchJob", "pytorch")
+        return {"replicas": replicas, "restartPolicy": pod.pop("restartPolicy"), "template": {"spec": pod}}
 
     replica_specs = {"Master": replica(1)}
     if training.num_nodes > 1:
