@@ -291,6 +291,11 @@ RULES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         'mlcluster:kubeflow.pipelinesVersion: "master" is not a pinned release tag',
     ),
     ("shm size", mutate("workloads", {"training": {"shmSize": "lots"}}), "mlcluster:workloads.training.shmSize:"),
+    (
+        "GPU jobs need a GPU node",
+        lambda v: v.update(nodes=v["nodes"][:2], workloads={"yoloPredict": True}),
+        "mlcluster:workloads.yoloPredict: asks for nvidia.com/gpu but no node in nodes has a gpu section",
+    ),
 ]
 
 

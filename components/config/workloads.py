@@ -121,6 +121,15 @@ def validate_training(spec: Spec, problems: Problems) -> None:
         )
     if workloads.notebook and not kubeflow.notebooks:
         problems.error("workloads.notebook", "needs kubeflow.notebooks: true (the Notebook controller)")
+    gpu_nodes = [node for node in spec.nodes if node.gpu is not None]
+    if spec.cluster.mode == "kubeadm" and spec.nodes and not gpu_nodes:
+        # A managed cluster's GPU pools are not in the stack; a kubeadm stack lists every node.
+        for key, wanted in (("yoloPredict", workloads.yolo_predict), ("training.enabled", workloads.training.enabled)):
+            if wanted:
+                problems.error(
+                    f"workloads.{key}",
+                    "asks for nvidia.com/gpu but no node in nodes has a gpu section: it would never start",
+                )
     training = workloads.training
     if training.enabled:
         _validate_training_workload(spec, training, problems)
