@@ -41,14 +41,15 @@ def parse_quantity(value: str) -> Decimal | None:
     return Decimal(number) * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
 
 
-def resource_list(value: Mapping[str, str]) -> str | None:
-    for name, quantity in value.items():
-        if not _RESOURCE_NAME.match(name) or len(name) > 253:
-            return f"has an invalid resource name {name!r}"
-        if parse_quantity(quantity) is None:
-            return f"has {name}: {quantity!r}, which is not a quantity such as 32, 500m, 256Gi"
-        if name.startswith(GPU_RESOURCE_PREFIX) and parse_quantity(quantity) % 1:  # type: ignore[operator]
-            return f"has {name}: {quantity!r}; devices are counted in whole units"
+def resource_quantity_problem(name: str, quantity: str) -> str | None:
+    """What is wrong with one `resource: quantity` entry of a quota, or None."""
+    if not _RESOURCE_NAME.match(name) or len(name) > 253:
+        return "is not a resource name"
+    amount = parse_quantity(quantity)
+    if amount is None:
+        return f'"{quantity}" is not a quantity such as 32, 500m, 256Gi'
+    if name.startswith(GPU_RESOURCE_PREFIX) and amount % 1:
+        return f'"{quantity}": devices are counted in whole units'
     return None
 
 
@@ -67,22 +68,28 @@ class QuotaSpec:
         check=checks.k8s_name,
     )
     nominal: Mapping[str, str] = setting(
-        doc="Nominal quota per resource, e.g. {cpu: 64, memory: 512Gi, nvidia.com/gpu: 16}.", check=resource_list
+        doc="Nominal quota per resource, e.g. {cpu: 64, memory: 512Gi, nvidia.com/gpu: 16}."
     )
     borrowing_limit: Mapping[str, str] = setting(
         default_factory=dict,
         doc="Most the team may borrow from the cohort above its nominal quota, per resource (unset: no limit).",
-        check=resource_list,
     )
     lending_limit: Mapping[str, str] = setting(
         default_factory=dict,
         doc="Most of its nominal quota the team lends to the cohort, per resource (unset: all of it).",
-        check=resource_list,
     )
 
     def validate(self, path: str, problems: Problems) -> None:
         if not self.nominal:
             problems.error(join_path(path, "nominal"), "must name at least one resource")
+        for key, resources in (
+            ("nominal", self.nominal),
+            ("borrowingLimit", self.borrowing_limit),
+            ("lendingLimit", self.lending_limit),
+        ):
+            for name, quantity in resources.items():
+                if message := resource_quantity_problem(name, quantity):
+                    problems.error(join_path(join_path(path, key), name), message)
         for key, limits in (("borrowingLimit", self.borrowing_limit), ("lendingLimit", self.lending_limit)):
             for name in limits:
                 if name not in self.nominal:
