@@ -32,8 +32,9 @@ class Kueue(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mlcluster:kueue:Kueue", "kueue", None, opts)
         self.release = helm_release(kueue_release(spec), provider, parent=self, depends_on=depends_on)
-        # Already validated with the config (errors stop the program); the warnings are worth repeating here.
+        # Validated with the config, where errors stop the program but warnings are not shown: show them here.
         problems = Problems()
+        spec.kueue.validate("kueue", problems)
         check_inventory(spec, problems)
         for warning in problems.warnings:
             pulumi.log.warn(str(warning), resource=self)

@@ -558,3 +558,15 @@ def test_guide_config_examples_parse() -> None:
     assert errors == []
     errors, _ = findings(existing(blocks[1]["mlcluster:kueue"]))
     assert errors == []
+
+
+def test_preview_shows_the_inventory_warnings(run_stack, caplog) -> None:
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    values["kueue"]["teams"][0]["quotas"][1]["nominal"]["nvidia.com/gpu"] = 8
+    with caplog.at_level("WARNING"):
+        run_stack(values=values, secret=secret)
+    assert any(
+        "mlcluster:kueue.teams: 8 of the 32 nvidia.com/gpu of flavor h100-sxm-80gb" in record.getMessage()
+        for record in caplog.records
+    ), [r.getMessage() for r in caplog.records]
