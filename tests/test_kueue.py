@@ -238,8 +238,22 @@ def test_inventory(case: str) -> None:
             {"nvidia.com/mig-1g.10gb": 224},
         ),
         (lab([], gpu_nodes=0), None),
+        (lab([], gpu={"migConfig": "all-3g.71gb"}, gpu_operator={"migStrategy": "single"}), {"nvidia.com/gpu": 64}),
+        (
+            lab([], gpu={"migConfig": "all-1g.18gb"}, gpu_operator={"migStrategy": "mixed"}),
+            {"nvidia.com/mig-1g.18gb": 224},
+        ),
     ],
-    ids=["4x8", "4x8 time-sliced x4", "per-node x2 over cluster x4", "MIG, strategy none", "MIG mixed", "no GPUs"],
+    ids=[
+        "4x8",
+        "4x8 time-sliced x4",
+        "per-node x2 over cluster x4",
+        "MIG, strategy none",
+        "MIG mixed",
+        "no GPUs",
+        "H200 MIG single 3g.71gb (2 per GPU)",
+        "H200 MIG mixed 1g.18gb (7 per GPU)",
+    ],
 )
 def test_capacity(values: dict[str, Any], capacity: dict[str, int] | None) -> None:
     flavors = gpu_flavors(parse(values))

@@ -30,9 +30,9 @@ MIG_SLICES_PER_GPU: Mapping[str, int] = {
     # A100 80GB, H100 80GB (1g.10gb also exists on the A100 40GB with 4 per GPU: give that model no migConfig)
     "1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1,
     # H100 94GB (NVL)
-    "1g.12gb": 7, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1,
-    # H200 141GB
-    "1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1,
+    "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1,
+    # H200 141GB (as `nvidia-smi mig -lgip` lists them on an H200)
+    "1g.18gb": 7, "1g.18gb+me": 1, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1,
     # A30 24GB
     "1g.6gb": 4, "2g.12gb": 2, "4g.24gb": 1,
 }  # fmt: skip
