@@ -191,6 +191,15 @@ INVENTORY_CASES = {
         [],
         ['mlcluster:nodes[2].gpu.migConfig: "custom-1" is not a single-profile all-<profile> layout'],
     ),
+    "custom MIG layout, mixed: its MIG resources are not checked either": (
+        lab(
+            [gpu_team("llm", 99, resource="nvidia.com/mig-2g.20gb")],
+            gpu={"migConfig": "custom-1"},
+            gpu_operator={"migStrategy": "mixed"},
+        ),
+        [],
+        ['mlcluster:nodes[5].gpu.migConfig: "custom-1" is not a single-profile all-<profile> layout'],
+    ),
     "GPUs in the cpu flavor": (
         lab([{"name": "llm", "quotas": [{"flavor": "cpu", "nominal": {"cpu": "8", "nvidia.com/gpu": 1}}]}]),
         ["mlcluster:kueue.teams[0].quotas[0].nominal.nvidia.com/gpu: (1): the cpu flavor has no GPUs"],
@@ -341,6 +350,15 @@ RULES = [
             ]
         ),
         'mlcluster:kueue.teams[0].preemption.borrowWithinCohort: "LowerPriority" needs reclaimWithinCohort',
+    ),
+    (
+        lab([{**gpu_team("llm", 32), "namespace": "kube-system"}]),
+        'mlcluster:kueue.teams[0].namespace: "kube-system" is a namespace the team cannot own',
+    ),
+    (lab([gpu_team("default", 32)]), 'mlcluster:kueue.teams[0].name: "default" is a namespace the team cannot own'),
+    (
+        lab([{**gpu_team("llm", 32), "namespace": "Team_A"}]),
+        'mlcluster:kueue.teams[0].namespace: "Team_A" is not a valid name',
     ),
     (lab([{"name": "llm", "quotas": []}]), "mlcluster:kueue.teams[0].quotas: must give at least one"),
     (lab([gpu_team("llm", 32)], kueue={"cohort": "Not A Name"}), 'mlcluster:kueue.cohort: "Not A Name" is not'),

@@ -53,6 +53,7 @@ def resource_quantity_problem(name: str, quantity: str) -> str | None:
     return None
 
 
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 DEFAULT_PRIORITY_CLASSES = {"production": 1000, "research": 500, "best-effort": 100}
 
 
@@ -127,7 +128,9 @@ class PreemptionSpec:
 class TeamSpec:
     name: str = setting(doc="Team name: its ClusterQueue and its LocalQueue.", check=checks.k8s_name)
     quotas: tuple[QuotaSpec, ...] = setting(doc="Quotas per flavor; Kueue tries the flavors in this order.")
-    namespace: str | None = setting(None, doc="Namespace the team submits jobs in (default: the team name).")
+    namespace: str | None = setting(
+        None, doc="Namespace the team submits jobs in, created for it (default: the team name).", check=checks.k8s_name
+    )
     fair_sharing_weight: str | None = setting(
         None, doc="Fair-sharing weight (with kueue.fairSharing; default 1, 0 = borrow last).", check=checks.quantity
     )
@@ -141,8 +144,6 @@ class TeamSpec:
         return self.namespace or self.name
 
     def validate(self, path: str, problems: Problems) -> None:
-        if self.namespace is not None and (message := checks.k8s_name(self.namespace)):
-            problems.error(join_path(path, "namespace"), f'"{self.namespace}" {message}')
         if not self.quotas:
             problems.error(join_path(path, "quotas"), "must give at least one flavor's quota")
         seen: dict[str, int] = {}
@@ -170,7 +171,13 @@ class GpuInventorySpec:
     count: int = setting(
         doc="Devices of this model in the cluster (after time-slicing and MIG).", check=checks.between(1, 100000)
     )
-    resource: str = setting(GPU_RESOURCE, doc="Resource the devices are requested as.")
+    resource: str = setting(
+        GPU_RESOURCE,
+        doc="Resource the devices are requested as.",
+        check=lambda v: (
+            None if v.startswith(GPU_RESOURCE_PREFIX) and _RESOURCE_NAME.match(v) else "is not an nvidia.com/ resource"
+        ),
+    )
     node_labels: Mapping[str, str] = setting(
         default_factory=dict,
         doc="Labels of these GPU nodes (default: mlcluster.io/gpu-model=<model>), e.g."
@@ -211,6 +218,12 @@ class KueueSpec:
                 if value in seen:
                     problems.error(f"{teams}[{i}].{label}", f'"{value}" is already used by teams[{seen[value]}]')
                 seen.setdefault(value, i)
+        # The program creates each team's namespace: it must not be one that exists already or that Kueue runs in.
+        taken = {*SYSTEM_NAMESPACES, self.namespace}
+        for i, team in enumerate(self.teams):
+            if team.queue_namespace in taken:
+                key = "namespace" if team.namespace else "name"
+                problems.error(f"{teams}[{i}].{key}", f'"{team.queue_namespace}" is a namespace the team cannot own')
         for i, team in enumerate(self.teams):
             for j, quota in enumerate(team.quotas):
                 for key, limits in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):

@@ -49,8 +49,8 @@ class GpuFlavor:
     """resource -> devices Kueue can admit."""
     terms: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     """resource -> how the capacity adds up ("8 H100-SXM-80GB" -> number of nodes)."""
-    unchecked: set[str] = field(default_factory=set)
-    """Resources whose capacity is unknown (custom MIG layouts)."""
+    unchecked: bool = False
+    """A node's devices cannot be counted (custom MIG layout): the flavor's GPU quotas are not checked."""
     node_labels: Mapping[str, str] = field(default_factory=dict)
     """Declared labels (mode existing); in mode kubeadm they come from the nodes."""
 
@@ -115,9 +115,7 @@ def gpu_flavors(spec: Spec, problems: Problems | None = None) -> dict[str, GpuFl
         flavor.nodes.append(node)
         provided = _node_capacity(spec, node, path, problems)
         if provided is None:
-            mig = node.gpu.mig_config or ""
-            flavor.unchecked.add(f"{GPU_RESOURCE_PREFIX}mig-{mig.removeprefix('all-')}")
-            flavor.unchecked.add(GPU_RESOURCE)
+            flavor.unchecked = True
             continue
         resource, devices, how = provided
         flavor.capacity[resource] += devices
@@ -151,7 +149,7 @@ def check_inventory(spec: Spec, problems: Problems) -> None:
                 if not resource.startswith(GPU_RESOURCE_PREFIX):
                     continue
                 devices = int(parse_quantity(quantity) or 0)
-                if resource not in flavor.capacity and resource not in flavor.unchecked:
+                if resource not in flavor.capacity and not flavor.unchecked:
                     have = ", ".join(f"{r} {n}" for r, n in sorted(flavor.capacity.items())) or "nothing"
                     problems.error(
                         f"{path}.nominal.{resource}",
@@ -160,9 +158,9 @@ def check_inventory(spec: Spec, problems: Problems) -> None:
                     continue
                 asked[(flavor.name, resource)].append((team.name, devices))
     for flavor in flavors.values():
+        if flavor.unchecked:
+            continue
         for resource in sorted(flavor.capacity):
-            if resource in flavor.unchecked:
-                continue
             _compare(flavor, resource, asked.get((flavor.name, resource), []), kueue.cohort, problems)
 
 
