@@ -1,7 +1,8 @@
 """Any rendered manifest (a plain dict) as a Pulumi resource of the kubernetes provider.
 
 A generic CustomResource with the provider's type token (`kubernetes:<group>/<version>:<Kind>`) takes the
-manifest as it was rendered and tested, for built-in kinds and custom resources alike.
+manifest as it was rendered and tested, for built-in kinds and custom resources alike (Kueue's objects, the
+workloads).
 """
 
 from __future__ import annotations

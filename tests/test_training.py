@@ -26,7 +26,7 @@ from .test_config_validation import base, errors_of, mutate, parse
 from .upstream import UPSTREAM, chart_values, crd_errors, kubernetes_errors, unknown_value_keys
 
 # The second seed's Job, as given: the rendered Job must contain exactly this, plus only the documented additions.
-# (The seed names no container; ours carries the Job's name, as `kubectl create job` would.)
+# (The seed names no container; `yolo`, as in the Kueue guide.)
 SEED_YOLO_JOB = yaml.safe_load(
     """
 apiVersion: batch/v1
@@ -39,7 +39,7 @@ spec:
     spec:
       restartPolicy: Never
       containers:
-        - name: yolo26-predict
+        - name: yolo
           image: ultralytics/ultralytics:latest
           command: ["yolo", "predict", "model=yolo26n.pt", "source=https://ultralytics.com/images/bus.jpg"]
           resources:
@@ -82,6 +82,7 @@ def nfs_two_nodes(values: dict[str, Any]) -> None:
 
 def kueue_off(values: dict[str, Any]) -> None:
     values["kueue"]["enabled"] = False
+    values["workloads"]["createNamespace"] = True
 
 
 VARIANTS: dict[str, Callable[[], Spec]] = {
@@ -110,9 +111,17 @@ def test_yolo_job_is_the_seed_field_by_field(kueue: bool) -> None:
     spec = onprem(None if kueue else kueue_off)
     job = yolo_predict_job(spec)
     assert _without_additions(job) == SEED_YOLO_JOB
-    assert job["metadata"]["namespace"] == "ml-workloads"
+    assert job["metadata"]["namespace"] == "vision"
     assert job["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
-    assert job["metadata"].get("labels") == ({QUEUE_LABEL: "default"} if kueue else None)
+    assert job["metadata"].get("labels") == ({QUEUE_LABEL: "vision"} if kueue else None)
+
+
+def test_kueue_guide_submits_the_job_the_stack_renders() -> None:
+    from .test_kueue import guide_blocks
+
+    guide_job = next(b for b in guide_blocks() if b.get("kind") == "Job")
+    guide_job["metadata"]["labels"].pop("kueue.x-k8s.io/priority-class")
+    assert guide_job == yolo_predict_job(onprem())
 
 
 def test_seed_comparison_notices_a_changed_field() -> None:
@@ -175,7 +184,7 @@ def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 def test_training_mounts_checkpoints_and_memory_shm(render: Callable[[Spec], dict[str, Any]]) -> None:
     spec = onprem(nfs_two_nodes)
     manifest = render(spec)
-    assert manifest["metadata"]["labels"] == {QUEUE_LABEL: "default"}
+    assert manifest["metadata"]["labels"] == {QUEUE_LABEL: "vision"}
     claim = f"pytorch-train{'' if manifest['kind'] == 'Job' else '-' + manifest['kind'].lower()}-checkpoints"
     for pod in _pod_specs(manifest):
         volumes = {v["name"]: v for v in pod["volumes"]}
@@ -329,8 +338,10 @@ def test_workloads_wait_for_what_they_need(run_stack) -> None:
     releases = {r.name: r.urn for r in run.of_type(RELEASE)}
     needs = {releases[n] for n in ("local-path-provisioner", "kubeflow-trainer", "kueue", "gpu-operator")}
     directories = {r.name: r for r in run.of_type("kubernetes:kustomize/v2:Directory")}
-    namespace = run.named("ml-workloads")
-    workloads = [r for r in run.resources if r.parent == run.named("workloads").urn and r is not namespace]
+    # The vision team's namespace and LocalQueue, created by the Kueue layer.
+    by_type = {(r.type.rsplit(":", 1)[-1], r.name): r.urn for r in run.resources}
+    team = {by_type["Namespace", "vision"], by_type["LocalQueue", "vision-vision"]}
+    workloads = [r for r in run.resources if r.parent == run.named("workloads").urn]
     assert {r.type.rsplit(":", 1)[-1] for r in workloads} == {
         "Job",
         "PersistentVolumeClaim",
@@ -339,19 +350,19 @@ def test_workloads_wait_for_what_they_need(run_stack) -> None:
         "Notebook",
     }
     for workload in workloads:
-        assert needs | {namespace.urn} <= set(workload.depends_on), workload.name
+        assert needs | team <= set(workload.depends_on), workload.name
         # The kustomize installs (the legacy operator for PyTorchJob, the controller for Notebook) come first too.
         assert {directories["training-operator"].urn, directories["notebook-controller"].urn} <= set(
             workload.depends_on
         )
     claims = {r.name: r.urn for r in workloads if r.type.endswith("PersistentVolumeClaim")}
     mounts = {
-        "kubernetes:batch/v1:Job::ml-workloads-pytorch-train": "ml-workloads-pytorch-train-checkpoints",
-        "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob::ml-workloads-pytorch-train": (
-            "ml-workloads-pytorch-train-trainjob-checkpoints"
+        "kubernetes:batch/v1:Job::vision-pytorch-train": "vision-pytorch-train-checkpoints",
+        "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob::vision-pytorch-train": (
+            "vision-pytorch-train-trainjob-checkpoints"
         ),
-        "kubernetes:kubeflow.org/v1:PyTorchJob::ml-workloads-pytorch-train": (
-            "ml-workloads-pytorch-train-pytorchjob-checkpoints"
+        "kubernetes:kubeflow.org/v1:PyTorchJob::vision-pytorch-train": (
+            "vision-pytorch-train-pytorchjob-checkpoints"
         ),
     }
     for job in workloads:
@@ -383,7 +394,7 @@ def test_kustomize_targets_are_pinned_and_ordered(run_stack) -> None:
 def test_yolo_job_is_awaited_and_training_is_not(run_stack) -> None:
     run = run_stack("onprem")
     jobs = {r.name: r for r in run.of_type("kubernetes:batch/v1:Job")}
-    yolo, train = jobs["ml-workloads-yolo26-predict"], jobs["ml-workloads-pytorch-train"]
+    yolo, train = jobs["vision-yolo26-predict"], jobs["vision-pytorch-train"]
     assert yolo.options["customTimeouts"] == {"create": "30m"}
     assert "annotations" not in known(yolo.inputs["metadata"])
     assert known(train.inputs["metadata"])["annotations"] == {"pulumi.com/skipAwait": "true"}
@@ -404,11 +415,37 @@ def test_workloads_cli_prints_what_the_program_creates(capsys: pytest.CaptureFix
 
     assert main(["--stack", "onprem"]) == 0
     documents = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert documents[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-workloads"}}
-    assert documents[1:] == workload_manifests(onprem())
-    assert documents[1]["spec"]["backoffLimit"] == 2 and isinstance(documents[1]["spec"]["backoffLimit"], int)
+    # The vision namespace is the Kueue team's: not printed (createNamespace: false).
+    assert documents == workload_manifests(onprem())
+    assert documents[0]["spec"]["backoffLimit"] == 2 and isinstance(documents[0]["spec"]["backoffLimit"], int)
+    assert main(["--stack", "cloud"]) == 0
+    cloud = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert cloud[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-workloads"}}
+    assert cloud[1:] == workload_manifests(stack_spec("cloud"))
 
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text("config:\n  mlcluster:kubernetesVersion: 1.30.0\n  mlcluster:cluster: {mode: existing}\n")
     assert main(["--stack-file", str(broken)]) == 2
     assert "mlcluster:kubeflow.enabled: Kubeflow Trainer 2.3.0 needs Kubernetes >= 1.31" in capsys.readouterr().err
+
+
+TEAM_QUEUE_RULES: list[tuple[dict[str, Any], str]] = [
+    (
+        {"queueName": "default"},
+        'mlcluster:workloads.queueName: "default" is not a Kueue team\'s LocalQueue in namespace "vision" (the'
+        " teams' queues: llm in llm, research in research, vision in vision); the jobs would never be admitted",
+    ),
+    (
+        {"createNamespace": True},
+        'mlcluster:workloads.createNamespace: must be false: namespace "vision" is a Kueue team\'s, created by the'
+        " Kueue layer",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "expected"), TEAM_QUEUE_RULES, ids=["queue", "namespace"])
+def test_workloads_use_a_kueue_team_queue(change: dict[str, Any], expected: str) -> None:
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    values["workloads"].update(change)
+    assert expected in errors_of(values, tuple(secret))

@@ -13,6 +13,7 @@ from typing import Literal
 from . import checks
 from .gpu import GpuOperatorSpec
 from .kueue import KueueSpec
+from .kueue_inventory import check_inventory
 from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec
 from .storage import StorageSpec
@@ -242,6 +243,8 @@ class Spec:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+        if self.kueue.enabled:
+            check_inventory(self, problems)
         validate_training(self, problems)
 
     def _validate_kubeadm(self, problems: Problems) -> None:

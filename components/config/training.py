@@ -29,7 +29,8 @@ class KubeflowSpec:
     )
     legacy_training_operator: bool = setting(
         False,
-        doc="Also install the legacy Training Operator v1 (PyTorchJob, kubeflow.org/v1) for users on the old API.",
+        doc="Also install the legacy Training Operator v1 (PyTorchJob, kubeflow.org/v1) for users on the old API;"
+        " Kueue then manages PyTorchJobs too.",
     )
     legacy_training_operator_version: str = setting(
         "v1.9.4", doc="Training Operator v1 release (git tag of its kustomize manifests).", check=checks.git_tag

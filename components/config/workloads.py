@@ -130,9 +130,29 @@ def validate_training(spec: Spec, problems: Problems) -> None:
                     f"workloads.{key}",
                     "asks for nvidia.com/gpu but no node in nodes has a gpu section: it would never start",
                 )
+    if spec.kueue.enabled and spec.kueue.teams and workloads.any_enabled:
+        _validate_team_queue(spec, problems)
     training = workloads.training
     if training.enabled:
         _validate_training_workload(spec, training, problems)
+
+
+def _validate_team_queue(spec: Spec, problems: Problems) -> None:
+    """The queue label must name a LocalQueue the Kueue layer creates, or the jobs wait forever."""
+    workloads = spec.workloads
+    queues = {(team.queue_namespace, team.name) for team in spec.kueue.teams}
+    if (workloads.namespace, workloads.queue_name) not in queues:
+        known = ", ".join(f"{name} in {namespace}" for namespace, name in sorted(queues))
+        problems.error(
+            "workloads.queueName",
+            f'"{workloads.queue_name}" is not a Kueue team\'s LocalQueue in namespace "{workloads.namespace}"'
+            f" (the teams' queues: {known}); the jobs would never be admitted",
+        )
+    if workloads.create_namespace and workloads.namespace in {namespace for namespace, _ in queues}:
+        problems.error(
+            "workloads.createNamespace",
+            f'must be false: namespace "{workloads.namespace}" is a Kueue team\'s, created by the Kueue layer',
+        )
 
 
 def _validate_training_workload(spec: Spec, training: TrainingWorkloadSpec, problems: Problems) -> None:

@@ -62,7 +62,7 @@ def yolo_predict_job(spec: Spec) -> Manifest:
                     "tolerations": gpu_tolerations(),
                     "containers": [
                         {
-                            "name": YOLO_JOB_NAME,
+                            "name": "yolo",
                             "image": "ultralytics/ultralytics:latest",
                             "command": [
                                 "yolo",
