@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from components.render.workloads import (
     yolo_predict_job,
 )
 
-from .conftest import known, stack_values
+from .conftest import STACKS, known, stack_values
 from .test_config_validation import base, errors_of, mutate, parse
 from .upstream import UPSTREAM, chart_values, crd_errors, kubernetes_errors, unknown_value_keys
 
@@ -361,9 +362,7 @@ def test_workloads_wait_for_what_they_need(run_stack) -> None:
         "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob::vision-pytorch-train": (
             "vision-pytorch-train-trainjob-checkpoints"
         ),
-        "kubernetes:kubeflow.org/v1:PyTorchJob::vision-pytorch-train": (
-            "vision-pytorch-train-pytorchjob-checkpoints"
-        ),
+        "kubernetes:kubeflow.org/v1:PyTorchJob::vision-pytorch-train": ("vision-pytorch-train-pytorchjob-checkpoints"),
     }
     for job in workloads:
         waits_for = {urn for urn in job.depends_on if urn in claims.values()}
@@ -449,3 +448,22 @@ def test_workloads_use_a_kueue_team_queue(change: dict[str, Any], expected: str)
     values = copy.deepcopy(values)
     values["workloads"].update(change)
     assert expected in errors_of(values, tuple(secret))
+
+
+def test_plan_summary_lists_the_pinned_kustomize_targets(tmp_path) -> None:
+    from components.config.load import read_stack_file
+    from components.plan.engine import run_program
+    from components.plan.writer import write_plan
+
+    config, secret_keys = read_stack_file(STACKS / "Pulumi.onprem.yaml")
+    kubeflow = {**json.loads(config["mlcluster:kubeflow"]), "pipelines": True}
+    config["mlcluster:kubeflow"] = json.dumps(kubeflow)
+    run = run_program(config, secret_keys, stack="onprem")
+    text = write_plan(run, tmp_path, project="mlcluster", stack="onprem", spec=None)
+    lines = text.splitlines()
+    start = lines.index(f"{'kustomize target':<32} directory")
+    assert lines[start + 1 : start + 3] == [
+        f"{'pipelines-cluster-scoped':<32} "
+        "https://github.com/kubeflow/pipelines//manifests/kustomize/cluster-scoped-resources?ref=2.14.3",
+        f"{'pipelines':<32} https://github.com/kubeflow/pipelines//manifests/kustomize/env/platform-agnostic?ref=2.14.3",
+    ]
