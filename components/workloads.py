@@ -8,8 +8,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
+from .config.workloads import YOLO_JOB_NAME
 from .kubernetes_object import kubernetes_object
-from .render.workloads import YOLO_JOB_NAME, claims_used, workload_manifests, workloads_namespace
+from .render.workloads import claims_used, workload_manifests, workloads_namespace
 
 YOLO_TIMEOUT = "30m"
 """`up` waits for the YOLO Job to succeed: a 10+ GB image pull, queueing and the prediction itself."""
@@ -35,7 +36,8 @@ class Workloads(pulumi.ComponentResource):
         claims: dict[str, pulumi.Resource] = {}
         for manifest in workload_manifests(spec):
             name = manifest["metadata"]["name"]
-            timeouts = pulumi.CustomTimeouts(create=YOLO_TIMEOUT) if name == YOLO_JOB_NAME else None
+            is_yolo = manifest["kind"] == "Job" and name == YOLO_JOB_NAME
+            timeouts = pulumi.CustomTimeouts(create=YOLO_TIMEOUT) if is_yolo else None
             mounted = [claims[claim] for claim in sorted(claims_used(manifest))]
             resource = kubernetes_object(
                 manifest,
@@ -45,5 +47,5 @@ class Workloads(pulumi.ComponentResource):
             )
             if manifest["kind"] == "PersistentVolumeClaim":
                 claims[name] = resource
-            self.objects[f"{manifest['kind']}/{manifest['metadata']['name']}"] = resource
+            self.objects[f"{manifest['kind']}/{name}"] = resource
         self.register_outputs({"objects": sorted(self.objects)})

@@ -302,6 +302,11 @@ RULES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ),
     ("shm size", mutate("workloads", {"training": {"shmSize": "lots"}}), "mlcluster:workloads.training.shmSize:"),
     (
+        "training name is not the YOLO Job's",
+        mutate("workloads", {"yoloPredict": True, "training": {"enabled": True, "name": "yolo26-predict"}}),
+        'mlcluster:workloads.training.name: "yolo26-predict" is the YOLO Job\'s name',
+    ),
+    (
         "GPU jobs need a GPU node",
         lambda v: v.update(nodes=v["nodes"][:2], workloads={"yoloPredict": True}),
         "mlcluster:workloads.yoloPredict: asks for nvidia.com/gpu but no node in nodes has a gpu section",

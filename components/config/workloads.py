@@ -15,6 +15,8 @@ from .training import TRAINER_MIN_KUBERNETES
 if TYPE_CHECKING:
     from .spec import Spec
 
+YOLO_JOB_NAME = "yolo26-predict"
+
 TRAINING_IMAGE = "pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime"
 """The image of the Trainer's own torch-distributed runtime (kubeflow/trainer manifests/base/runtimes)."""
 
@@ -158,6 +160,8 @@ def _validate_team_queue(spec: Spec, problems: Problems) -> None:
 def _validate_training_workload(spec: Spec, training: TrainingWorkloadSpec, problems: Problems) -> None:
     path = "workloads.training"
     storage = spec.storage
+    if spec.workloads.yolo_predict and training.name == YOLO_JOB_NAME:
+        problems.error(join_path(path, "name"), f'"{training.name}" is the YOLO Job\'s name: pick another')
     if training.train_job and not spec.kubeflow.enabled:
         problems.error(join_path(path, "trainJob"), "needs kubeflow.enabled: true (Kubeflow Trainer)")
     if training.storage_class is None and not storage.enabled and spec.cluster.mode == "kubeadm":

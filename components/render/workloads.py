@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import checks
 from ..config.spec import GPU_TAINT, Spec
-from ..config.workloads import TrainingWorkloadSpec
+from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
 
 Manifest = dict[str, Any]
 
@@ -22,8 +22,6 @@ TRAINER_RUNTIME = "torch-distributed"
 """The default ClusterTrainingRuntime for PyTorch: replicated job `node`, container `node`."""
 RUNTIME_PATCH_MANAGER = "mlcluster.io/workloads"
 NOTEBOOK_IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0"
-
-YOLO_JOB_NAME = "yolo26-predict"
 
 
 def queue_labels(spec: Spec) -> dict[str, str]:
