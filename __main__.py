@@ -18,6 +18,7 @@ from components.kueue import Kueue
 from components.serving import Serving
 from components.storage import Storage
 from components.training import Training
+from components.workloads import Workloads
 
 try:
     spec = spec_from_pulumi()
@@ -40,16 +41,21 @@ if spec.images.spegel.enabled or spec.images.prepull:
     pulumi.export("prepulledImages", images.planned)
 
 # 4. The ML platform.
+platform: list[pulumi.Resource] = []
 if spec.storage.enabled:
-    Storage(spec, provider, depends_on=base)
+    platform.append(Storage(spec, provider, depends_on=base))
 if spec.gpu_operator.enabled:
-    GpuOperator(spec, provider, depends_on=base)
+    platform.append(GpuOperator(spec, provider, depends_on=base))
 if spec.kueue.enabled:
-    Kueue(spec, provider, depends_on=base)
+    platform.append(Kueue(spec, provider, depends_on=base))
 if spec.kserve.enabled:
     Serving(spec, provider, depends_on=base)
 if spec.kubeflow.enabled:
-    Training(spec, provider, depends_on=base)
+    platform += Training(spec, provider, depends_on=base).ready
+
+# 5. The workloads declared in the stack, once what they need is installed.
+if spec.workloads.any_enabled:
+    Workloads(spec, provider, depends_on=platform)
 
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("nodes", [node.name for node in spec.nodes])

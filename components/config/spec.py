@@ -19,6 +19,7 @@ from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec
 from .storage import StorageSpec
 from .training import KubeflowSpec
+from .workloads import WorkloadsSpec, validate_training
 
 Role = Literal["control-plane", "worker"]
 
@@ -227,6 +228,7 @@ class Spec:
     images: ImagesSpec = setting(
         default_factory=ImagesSpec, doc="Big-image logistics: mirrors, peer-to-peer sharing, pre-pulling."
     )
+    workloads: WorkloadsSpec = setting(default_factory=WorkloadsSpec, doc="The seeds' workloads (YOLO, training).")
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -249,6 +251,7 @@ class Spec:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
         if self.kueue.enabled:
             check_inventory(self, problems)
+        validate_training(self, problems)
 
     def _validate_spegel(self, problems: Problems) -> None:
         # One Spegel DaemonSet reads one content path: every node's containerd root must be the same.
