@@ -88,6 +88,8 @@ def make_spec(
         "ssh": {"privateKey": "KEY"},
         "nodes": nodes,
         "kubelet": kubelet or {},
+        # The platform layers have their own version floors; this is about the nodes.
+        **{layer: {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage")},
     }
     return spec_from_values(values, lambda key: key == "ssh")
 
@@ -155,12 +157,12 @@ def test_kubeadm_init_carries_the_version_filtered_kubelet_configuration() -> No
 
 @pytest.mark.parametrize("line", CONTAINERD_LINES)
 def test_containerd_config_per_line_uses_only_upstream_keys(line) -> None:
-    spec = make_spec(kubelet=FULL_TUNING)
-    document = tomllib.loads(containerd_config_toml(spec.kubelet, line, root="/data/images"))
+    spec = make_spec(kubelet=FULL_TUNING, node={"imageDisk": {"device": "/dev/sdb", "mountPoint": "/data/images"}})
+    document = tomllib.loads(containerd_config_toml(spec, line, spec.nodes[0]))
     version = CONTAINERD_CONFIG_VERSION[line]
     assert document["version"] == version and document["root"] == "/data/images"
     assert containerd_errors(document, version) == []
-    text = containerd_config_toml(spec.kubelet, line)
+    text = containerd_config_toml(spec, line)
     assert ("image_pull_progress_timeout" in text) == (line != "1.6")
 
 

@@ -64,10 +64,21 @@ def test_the_offline_plan_lists_the_warnings(tmp_path) -> None:
 
     import yaml
 
-    from .conftest import PROJECT, STACKS
+    from .conftest import PROJECT
 
-    stack = yaml.safe_load((STACKS / "Pulumi.onprem.yaml").read_text())
-    stack["config"]["mlcluster:kubernetesVersion"] = "1.29.6"
+    host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
+    stack = {
+        "config": {
+            "mlcluster:kubernetesVersion": "1.29.6",
+            "mlcluster:cluster": {"name": "old"},
+            "mlcluster:ssh": {"privateKey": {"secure": "v1:PLACEHOLDER"}},
+            "mlcluster:nodes": [
+                {"name": "cp-1", "host": "198.18.0.10", "roles": ["control-plane"], "hostKey": host_key}
+            ],
+            "mlcluster:kubelet": {"maxParallelImagePulls": 3},
+            **{f"mlcluster:{layer}": {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow")},
+        }
+    }
     stack_file = tmp_path / "Pulumi.old.yaml"
     stack_file.write_text(yaml.safe_dump(stack))
     result = subprocess.run(

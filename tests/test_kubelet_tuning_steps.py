@@ -34,6 +34,8 @@ def cluster(version: str = "1.29.10", kubelet: dict[str, Any] | None = None, **n
         "ssh": {"privateKey": "KEY"},
         "nodes": [{"name": "n-1", "host": "198.18.0.10", "roles": ["control-plane"], "hostKey": HOST_KEY, **node}],
         "kubelet": kubelet or {},
+        # The platform layers have their own version floors; this is about the nodes.
+        **{layer: {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage")},
     }
     return spec_from_values(values, lambda key: key == "ssh")
 

@@ -15,10 +15,19 @@ COMMAND = "command:remote:Command"
 
 
 def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
+    from components.render.node_steps import prepare_steps
+
+    from .conftest import load_spec, stack_values
+
+    spec = load_spec(*stack_values("onprem"))
     run = run_stack("onprem")
-    commands = run.of_type(COMMAND)
-    # 9 nodes x 7 preparation steps (+ image-disk on the 4 GPU nodes), init + kubeconfig, 3 per joining node.
-    assert len(commands) == 9 * 7 + 4 + 2 + 8 * 3
+    names = {r.name for r in run.of_type(COMMAND)}
+    for node in spec.nodes:
+        expected = {f"{node.name}-{step.name}" for step in prepare_steps(spec, node)}
+        assert len(expected) >= 6 and expected <= names, node.name
+        if node is not spec.nodes[0]:
+            assert {f"{node.name}-kubeadm-join", f"{node.name}-drain-on-removal"} <= names
+    assert {"cp-1-kubeadm-init", "cp-1-admin-kubeconfig"} <= names
     releases = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert {"gpu-operator", "kueue", "cert-manager", "kserve-crd", "kserve-resources", "kubeflow-trainer"} <= releases
     assert "tigera-operator" in releases
@@ -51,8 +60,15 @@ def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None
 
 
 def test_steps_run_in_order_on_each_node(run_stack) -> None:
+    from components.render.node_steps import prepare_steps
+
+    from .conftest import load_spec, stack_values
+
     run = run_stack("onprem")
-    order = ["os", "swap", "kernel-modules", "sysctl", "image-disk", "containerd", "kube-packages", "kubelet-tuning"]
+    spec = load_spec(*stack_values("onprem"))
+    order = [step.name for step in prepare_steps(spec, spec.nodes[6])]
+    assert order[:7] == ["os", "swap", "kernel-modules", "sysctl", "image-disk", "containerd", "kube-packages"]
+    assert order[-1] == "kubelet-tuning"
     for before, after in itertools.pairwise(order):
         assert run.urn_of(f"gpu-2-{before}") in run.named(f"gpu-2-{after}").depends_on
     assert run.urn_of("cp-1-kubelet-tuning") in run.named("cp-1-kubeadm-init").depends_on

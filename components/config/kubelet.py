@@ -311,8 +311,3 @@ class ImageDiskSpec:
     def validate(self, path: str, problems: Problems) -> None:
         if (self.device is None) == (self.path is None):
             problems.error(path, "needs exactly one of device or path")
-
-    @property
-    def containerd_root(self) -> str:
-        """containerd's `root`: the mounted device or the given directory, so images live on the image disk."""
-        return self.path if self.path is not None else self.mount_point

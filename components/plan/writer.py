@@ -20,6 +20,7 @@ from .engine import ProgramRun, RecordedResource
 
 COMMAND = "command:remote:Command"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+KUSTOMIZE_DIRECTORY = "kubernetes:kustomize/v2:Directory"
 PROVIDER_PREFIX = "pulumi:providers:"
 
 
@@ -108,8 +109,8 @@ def _configs(spec: Spec, out: Path) -> None:
     configs = out / "configs"
     minor = parse_minor(spec.kubernetes_version)
     _write(configs / "kubelet-config.v1beta1.yaml", yaml_text.dump(kubelet_configuration(spec.kubelet, minor)))
-    _write(configs / "containerd-config.v2.toml", containerd_config_toml(spec.kubelet, "1.7"))
-    _write(configs / "containerd-config.v3.toml", containerd_config_toml(spec.kubelet, "2"))
+    _write(configs / "containerd-config.v2.toml", containerd_config_toml(spec, "1.7"))
+    _write(configs / "containerd-config.v3.toml", containerd_config_toml(spec, "2"))
     if spec.cluster.mode == "kubeadm" and spec.control_planes:
         first = spec.control_planes[0]
         _write(configs / f"kubeadm-init.v1beta4.{first.name}.yaml", kubeadm.init_config(spec, first))
@@ -175,6 +176,12 @@ def summary(
         lines.append(f"{'release':<32} {'version':<10} {'namespace':<18} chart")
         for name, chart, version, namespace in releases:
             lines.append(f"{name:<32} {version:<10} {namespace:<18} {chart}")
+    # Rendered by the provider at preview/up (remote targets), so the plan shows what is pinned, not the objects.
+    directories = [r for r in run_order(run.resources) if r.type == KUSTOMIZE_DIRECTORY]
+    if directories:
+        lines.append("")
+        lines.append(f"{'kustomize target':<32} directory")
+        lines += [f"{r.name:<32} {r.inputs.get('directory')}" for r in directories]
     counts = Counter(r.type for r in run.resources)
     lines.append("")
     lines.append("resources by type: " + ", ".join(f"{t} {n}" for t, n in sorted(counts.items())))

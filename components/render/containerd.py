@@ -1,22 +1,39 @@
 """containerd's config.toml: config version 2 (containerd 1.6/1.7) and version 3 (containerd 2.x).
 
 One node's file: the pull deadline where the line has it (1.7: CRI plugin table, 2.x: images plugin table;
-1.6 has none), and `root` on the node's image disk when it has one.
+1.6 has none), `root` on the node's image disk when it has one, and the registry settings mirrors need.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..config.kubelet import KubeletSpec
+from ..config.kubelet import KubeletSpec, effective_kubelet
+from ..config.spec import NodeSpec, Spec
 from . import toml_text
+from .images import containerd_root, registry_settings
 from .kubelet_placement import CONTAINERD_CONFIG_VERSION, ContainerdLine
 
 DROP_IN_GLOB = "/etc/containerd/conf.d/*.toml"
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 
 
-def containerd_config(tuning: KubeletSpec, line: ContainerdLine, root: str | None = None) -> dict[str, Any]:
+def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def containerd_config(spec: Spec, line: ContainerdLine, node: NodeSpec | None = None) -> dict[str, Any]:
+    """The file for one node (its merged tuning, its image disk), or the cluster's when node is None."""
+    tuning = effective_kubelet(spec.kubelet, node.kubelet if node else None)
+    root = containerd_root(node) if node is not None and node.image_disk is not None else None
+    return _merged(_base_config(tuning, line, root), registry_settings(spec, CONTAINERD_CONFIG_VERSION[line]))
+
+
+def _base_config(tuning: KubeletSpec, line: ContainerdLine, root: str | None) -> dict[str, Any]:
     runc = {"runtime_type": "io.containerd.runc.v2", "options": {"SystemdCgroup": True}}
     deadline = tuning.image_pull_progress_deadline
     top: dict[str, Any] = {"version": CONTAINERD_CONFIG_VERSION[line]}
@@ -40,5 +57,5 @@ def containerd_config(tuning: KubeletSpec, line: ContainerdLine, root: str | Non
     }
 
 
-def containerd_config_toml(tuning: KubeletSpec, line: ContainerdLine, root: str | None = None) -> str:
-    return toml_text.dumps(containerd_config(tuning, line, root))
+def containerd_config_toml(spec: Spec, line: ContainerdLine, node: NodeSpec | None = None) -> str:
+    return toml_text.dumps(containerd_config(spec, line, node))

@@ -50,12 +50,11 @@ def image_disk_step(node: NodeSpec) -> NodeStep | None:
 def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
     tuning = node_tuning(spec, node)
     minor = parse_minor(spec.kubernetes_version)
-    root = node.image_disk.containerd_root if node.image_disk else None
     drop_in = drop_in_configuration(tuning, minor)
     settings = {
-        "CONTAINERD_CONFIG_1_6": containerd_config_toml(tuning, "1.6", root),
-        "CONTAINERD_CONFIG_1_7": containerd_config_toml(tuning, "1.7", root),
-        "CONTAINERD_CONFIG_2": containerd_config_toml(tuning, "2", root),
+        "CONTAINERD_CONFIG_1_6": containerd_config_toml(spec, "1.6", node),
+        "CONTAINERD_CONFIG_1_7": containerd_config_toml(spec, "1.7", node),
+        "CONTAINERD_CONFIG_2": containerd_config_toml(spec, "2", node),
         "CONTAINERD_EXPECTED": tuning.containerd_version,
         "PULL_DEADLINE": tuning.image_pull_progress_deadline,
         "KUBELET_FLAGS": " ".join(kubelet_flags(tuning, spec.kubelet, minor)),
