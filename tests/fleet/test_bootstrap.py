@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from components.plan.writer import write_plan
+
+from ..conftest import load_spec
+from .engine import FleetRun
 from .hosts import Fleet, FleetHost, HostSpec
 from .measure import MEASUREMENTS, peak_concurrent_sessions, sessions_per_step
 
@@ -18,6 +25,45 @@ SECRET_STEPS = ("join-credentials", "admin-kubeconfig")
 
 def calls(host: FleetHost, tool: str, *prefix: str) -> list[dict[str, Any]]:
     return [c for c in host.calls(tool) if c["argv"][: len(prefix)] == list(prefix)]
+
+
+def secrets_of(hosts: Fleet) -> dict[str, str]:
+    """Every secret the run handled, by a name for the failure message."""
+    found = {"ssh private key": hosts.client_private_key}
+    body = hosts.client_private_key.splitlines()[1:-1]
+    found |= {f"ssh private key line {i}": line for i, line in enumerate(body) if len(line) > 16}
+    for cluster in hosts.clusters():
+        found["admin client key (kubeconfig)"] = cluster["adminKey"]
+        for i, token in enumerate(cluster["tokens"]):
+            found[f"bootstrap token {i}"] = token
+            found[f"bootstrap token secret {i}"] = token.split(".")[1]
+        for i, key in enumerate(cluster.get("issuedCertificateKeys", [])):
+            found[f"certificate key {i}"] = key
+    return found
+
+
+def assert_no_secret_leaks(hosts: Fleet, run: FleetRun, values: dict[str, Any], secret: list[str], out: Path) -> None:
+    """No secret in plan files, recorded logs (stubs, sessions, sshd, engine steps) or non-secret outputs."""
+    assert run.program is not None
+    spec = load_spec(values, secret)
+    write_plan(run.program, out / "plan", project="mlcluster", stack="fleet", spec=spec)
+    places = {str(p): p.read_text() for p in (out / "plan").rglob("*") if p.is_file()}
+    for host in hosts.hosts.values():
+        for log in [*host.state_dir.glob("*.jsonl"), host.dir / "sshd.log", host.dir / "boot.log"]:
+            places[str(log)] = log.read_text()
+    places["engine steps"] = json.dumps([dataclasses.asdict(step) for step in run.steps])
+    places["non-secret stack outputs"] = json.dumps(
+        {k: v.value for k, v in run.program.outputs.items() if not v.secret}
+    )
+    secrets = secrets_of(hosts)
+    assert len([k for k in secrets if k.startswith("bootstrap token ")]) >= 6 and "certificate key 0" in secrets
+    # The checks can fail: the secrets are where they belong.
+    assert secrets["admin client key (kubeconfig)"] in run.program.outputs["kubeconfig"].value
+    assert secrets["admin client key (kubeconfig)"] in hosts["cp-1"].read("/etc/kubernetes/admin.conf")
+    leaks = [f"{name} in {place}" for name, value in secrets.items() for place, text in places.items() if value in text]
+    assert leaks == []
+    # kubeadm's own output (with tokens) stays in a root-only log on the node.
+    assert hosts["cp-1"].run("stat -c %a /var/log/mlcluster/kubeadm-init.log").stdout.strip() == "600"
 
 
 def one_plus_two(fleet: Any) -> tuple[Fleet, dict[str, Any], list[str]]:
@@ -96,7 +142,7 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
     }
 
 
-def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, fleet_engine) -> None:
+def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, fleet_engine, tmp_path) -> None:
     hosts = fleet(
         HostSpec("cp-1", os="ubuntu-24.04"),
         HostSpec("cp-2", os="rocky-9", containerd="2.1.4"),
@@ -137,6 +183,7 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     # Control planes joined one at a time, each after the previous one had finished.
     cp2, cp3 = run.step("cp-2-kubeadm-join"), run.step("cp-3-kubeadm-join")
     assert cp2.ended <= cp3.started
+    assert_no_secret_leaks(hosts, run, values, secret, tmp_path)
     MEASUREMENTS["3cp+3w sessions per step"] = {n: dict(sessions_per_step(h)) for n, h in hosts.hosts.items()}
     MEASUREMENTS["3cp+3w peak concurrent sessions per host"] = {
         n: peak_concurrent_sessions(h) for n, h in hosts.hosts.items()
@@ -199,3 +246,24 @@ def test_removing_a_worker_drains_deletes_then_resets_it(fleet, fleet_engine) ->
     assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "w-1"]
     assert not hosts["w-2"].exists("/etc/kubernetes/kubelet.conf")
     assert not calls(hosts["w-1"], "kubeadm", "reset"), "a node that stayed was reset"
+
+
+def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
+    hosts = fleet(HostSpec("bastion"), HostSpec("cp-1", only_via="bastion"))
+    bastion = hosts["bastion"]
+    direct, secret = hosts.stack_values([hosts["cp-1"].node("control-plane")])
+    refused = fleet_engine.up(direct, secret)
+    assert refused.error is not None and "cp-1-os" in str(refused.error), "cp-1 accepted a session without the bastion"
+
+    values, secret = hosts.stack_values(
+        [hosts["cp-1"].node("control-plane")],
+        ssh={"bastion": {"host": bastion.address, "hostKey": bastion.host_key}},
+    )
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    accepted = [
+        line for line in (hosts["cp-1"].dir / "sshd.log").read_text().splitlines() if "Accepted publickey" in line
+    ]
+    assert accepted and all(f"from {bastion.address} " in line for line in accepted)
+    assert len(accepted) == len(run.steps)
+    assert bastion.sessions() == [], "the bastion only forwards; it runs no step"
