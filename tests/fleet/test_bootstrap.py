@@ -184,6 +184,10 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     cp2, cp3 = run.step("cp-2-kubeadm-join"), run.step("cp-3-kubeadm-join")
     assert cp2.ended <= cp3.started
     assert_no_secret_leaks(hosts, run, values, secret, tmp_path)
+    joins = [run.step(f"{w}-kubeadm-join") for w in ("w-1", "w-2", "w-3")]
+    events = sorted([(s.started, 1) for s in joins] + [(s.ended, -1) for s in joins])
+    running = [sum(delta for _, delta in events[: i + 1]) for i in range(len(events))]
+    MEASUREMENTS["3cp+3w worker joins running at once (peak)"] = max(running)
     MEASUREMENTS["3cp+3w sessions per step"] = {n: dict(sessions_per_step(h)) for n, h in hosts.hosts.items()}
     MEASUREMENTS["3cp+3w peak concurrent sessions per host"] = {
         n: peak_concurrent_sessions(h) for n, h in hosts.hosts.items()
