@@ -1,4 +1,4 @@
-"""Model serving (KServe, cert-manager) settings."""
+"""Model serving settings: KServe (and cert-manager), Knative for scale-to-zero, autoscaled endpoints."""
 
 from __future__ import annotations
 
@@ -6,7 +6,113 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks
-from .schema import setting
+from .schema import Problems, join_path, setting
+
+KNATIVE_COST = (
+    "Knative installs the Knative Operator, Knative Serving (activator, autoscaler, controller,"
+    " webhook) and the Kourier gateway (about 1.5 CPU and 1.5 GiB requested before any model runs), and an"
+    " endpoint scaled to zero waits for a cold start on the first request (pulling a multi-GB model image and"
+    " loading weights takes minutes); use deploymentMode Standard unless scale-to-zero is worth that"
+)
+
+
+PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "cert-manager", "knative-serving")
+"""Namespaces mlcluster or Kubernetes own; endpoint namespaces are created (and deleted) by mlcluster."""
+
+
+@dataclass(frozen=True)
+class EndpointAutoscalingSpec:
+    metric: Literal["cpu", "memory", "concurrency", "rps"] = setting(
+        "cpu",
+        doc="What KServe scales on: `cpu`/`memory` (utilisation %, HPA in Standard mode), `concurrency`"
+        " (in-flight requests per replica) or `rps` (requests per second per replica; both need Knative mode).",
+    )
+    target: int = setting(80, doc="Target value of the metric per replica.", check=checks.between(1, 100000))
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if self.metric in ("cpu", "memory") and self.target > 100:
+            problems.error(join_path(path, "target"), f"({self.target}) is a utilisation percentage: at most 100")
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    name: str = setting(doc="InferenceService name.", check=checks.k8s_name)
+    model_format: str = setting(
+        doc="Model format KServe picks a runtime for: huggingface, sklearn, xgboost, pytorch, triton, onnx, ...",
+        check=lambda v: None if v and " " not in v else "must be a non-empty format name without spaces",
+    )
+    storage_uri: str = setting(
+        doc="Where the model is: s3://, gs://, pvc://, hf://, oci://, https:// ...",
+        check=lambda v: None if "://" in v else "is not a storage URI such as s3://bucket/model or hf://org/model",
+    )
+    namespace: str = setting("models", doc="Namespace of the endpoint (created if missing).", check=checks.k8s_name)
+    runtime: str | None = setting(
+        None, doc="ServingRuntime/ClusterServingRuntime name (default: KServe picks one for the format)."
+    )
+    gpus: int = setting(
+        0, doc="nvidia.com/gpu per replica (GPU endpoints tolerate the GPU taint).", check=checks.between(0, 16)
+    )
+    cpu: str = setting("1", doc="CPU request and limit per replica.", check=checks.quantity)
+    memory: str = setting("4Gi", doc="Memory request and limit per replica.", check=checks.quantity)
+    min_replicas: int = setting(
+        1, doc="Fewest replicas; 0 (scale-to-zero) needs deploymentMode Knative.", check=checks.between(0, 1000)
+    )
+    max_replicas: int = setting(1, doc="Most replicas.", check=checks.between(1, 1000))
+    autoscaling: EndpointAutoscalingSpec = setting(
+        default_factory=EndpointAutoscalingSpec, doc="Autoscaling metric and target."
+    )
+
+
+@dataclass(frozen=True)
+class DeploymentAutoscalingSpec:
+    metric: Literal["cpu", "memory", "pods", "external"] = setting(
+        "cpu",
+        doc="`cpu`/`memory`: average utilisation % (metrics-server); `pods`: a per-pod custom metric;"
+        " `external`: a metric from outside the cluster such as a queue length (both need a metrics adapter).",
+    )
+    target: int = setting(
+        70, doc="Utilisation % (cpu/memory) or average value per replica.", check=checks.between(1, 100000)
+    )
+    metric_name: str | None = setting(
+        None, doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        custom = self.metric in ("pods", "external")
+        if custom and not self.metric_name:
+            problems.error(join_path(path, "metricName"), f"is required when metric is {self.metric}")
+        if not custom and self.metric_name:
+            problems.error(join_path(path, "metricName"), f"only applies to metric pods or external, not {self.metric}")
+        if not custom and self.target > 100:
+            problems.error(join_path(path, "target"), f"({self.target}) is a utilisation percentage: at most 100")
+
+
+@dataclass(frozen=True)
+class InferenceDeploymentSpec:
+    name: str = setting(doc="Deployment, Service and HPA name.", check=checks.k8s_name)
+    image: str = setting(doc="Container image of the inference server (pin a tag or digest).")
+    namespace: str = setting("models", doc="Namespace (created if missing).", check=checks.k8s_name)
+    port: int = setting(8080, doc="Container port the Service exposes.", check=checks.between(1, 65535))
+    args: tuple[str, ...] = setting((), doc="Container arguments.")
+    gpus: int = setting(0, doc="nvidia.com/gpu per replica.", check=checks.between(0, 16))
+    cpu: str = setting("1", doc="CPU request per replica (the base of CPU utilisation).", check=checks.quantity)
+    memory: str = setting("2Gi", doc="Memory request and limit per replica.", check=checks.quantity)
+    min_replicas: int = setting(1, doc="Fewest replicas (HPA minReplicas).", check=checks.between(1, 1000))
+    max_replicas: int = setting(4, doc="Most replicas (HPA maxReplicas).", check=checks.between(1, 1000))
+    autoscaling: DeploymentAutoscalingSpec = setting(
+        default_factory=DeploymentAutoscalingSpec, doc="HPA metric and target."
+    )
+
+
+@dataclass(frozen=True)
+class KnativeSpec:
+    operator_version: str = setting(
+        "v1.21.0", doc="knative-operator chart version (installs Knative Serving).", check=checks.pinned_chart_version
+    )
+    serving_version: str = setting(
+        "1.21", doc="Knative Serving version the operator installs (KnativeServing spec.version)."
+    )
+    namespace: str = setting("knative-operator", doc="Namespace of the operator release.", check=checks.k8s_name)
 
 
 @dataclass(frozen=True)
@@ -20,3 +126,134 @@ class KserveSpec:
     deployment_mode: Literal["Standard", "Knative"] = setting(
         "Standard", doc="`Standard`: Deployments + HPA, no Knative. `Knative`: scale-to-zero, installs Knative."
     )
+    knative: KnativeSpec = setting(default_factory=KnativeSpec, doc="Knative Serving (deploymentMode Knative only).")
+    metrics_server: bool | None = setting(
+        None,
+        doc="Install metrics-server for CPU/memory HPAs (default: yes on kubeadm, generic and EKS clusters;"
+        " no on GKE and AKS, which ship it).",
+    )
+    metrics_server_version: str = setting(
+        "3.13.0", doc="metrics-server chart version.", check=checks.pinned_chart_version
+    )
+    endpoints: tuple[EndpointSpec, ...] = setting((), doc="Model endpoints, each a KServe InferenceService.")
+    deployments: tuple[InferenceDeploymentSpec, ...] = setting(
+        (), doc="Inference servers that are not KServe: Deployment + Service + HPA (autoscaling/v2)."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if not self.enabled and self.endpoints:
+            problems.error(join_path(path, "endpoints"), "needs KServe: set kserve.enabled: true or remove them")
+        if self.deployment_mode == "Knative":
+            problems.warn(join_path(path, "deploymentMode"), KNATIVE_COST)
+        self._validate_endpoints(join_path(path, "endpoints"), problems)
+        self._validate_deployments(join_path(path, "deployments"), problems)
+
+    def _validate_endpoints(self, path: str, problems: Problems) -> None:
+        seen: dict[tuple[str, str], int] = {}
+        for i, endpoint in enumerate(self.endpoints):
+            at = join_path(path, i)
+            _unique(
+                seen,
+                (endpoint.namespace, endpoint.name),
+                index=i,
+                at=join_path(at, "name"),
+                list_path=path,
+                problems=problems,
+            )
+            self._check_namespace(endpoint.namespace, join_path(at, "namespace"), problems)
+            _replica_range(endpoint.min_replicas, endpoint.max_replicas, at, problems)
+            if self.deployment_mode == "Standard":
+                if endpoint.min_replicas == 0:
+                    problems.error(
+                        join_path(at, "minReplicas"),
+                        "0 (scale-to-zero) needs Knative: switch kserve.deploymentMode to Knative, or set"
+                        " minReplicas to 1 or more",
+                    )
+                if endpoint.autoscaling.metric in ("concurrency", "rps"):
+                    problems.error(
+                        join_path(at, "autoscaling.metric"),
+                        f'"{endpoint.autoscaling.metric}" needs Knative\'s autoscaler: switch kserve.deploymentMode'
+                        " to Knative, or scale on cpu or memory (Standard mode's HPA)",
+                    )
+
+    def _check_namespace(self, namespace: str, at: str, problems: Problems) -> None:
+        platform = {self.namespace, self.knative.namespace, *PLATFORM_NAMESPACES}
+        if namespace in platform:
+            problems.error(at, f'"{namespace}" belongs to the platform: put models in their own namespace, e.g. models')
+
+    def _validate_deployments(self, path: str, problems: Problems) -> None:
+        seen: dict[tuple[str, str], int] = {}
+        for i, deployment in enumerate(self.deployments):
+            at = join_path(path, i)
+            _unique(
+                seen,
+                (deployment.namespace, deployment.name),
+                index=i,
+                at=join_path(at, "name"),
+                list_path=path,
+                problems=problems,
+            )
+            self._check_namespace(deployment.namespace, join_path(at, "namespace"), problems)
+            _replica_range(deployment.min_replicas, deployment.max_replicas, at, problems)
+            if deployment.autoscaling.metric in ("pods", "external"):
+                problems.warn(
+                    join_path(at, "autoscaling.metric"),
+                    f"{deployment.autoscaling.metric} metrics are served by a metrics adapter (e.g. prometheus-adapter"
+                    " or KEDA) that mlcluster does not install: the HPA reports no metric until one serves"
+                    f" {deployment.autoscaling.metric_name}",
+                )
+
+
+def _unique(
+    seen: dict[tuple[str, str], int],
+    key: tuple[str, str],
+    *,
+    index: int,
+    at: str,
+    list_path: str,
+    problems: Problems,
+) -> None:
+    if key in seen:
+        problems.error(at, f'"{key[1]}" is already used in namespace {key[0]} by {join_path(list_path, seen[key])}')
+    else:
+        seen[key] = index
+
+
+def _replica_range(low: int, high: int, at: str, problems: Problems) -> None:
+    if low > high:
+        problems.error(join_path(at, "minReplicas"), f"({low}) must not exceed maxReplicas ({high})")
+
+
+def metrics_server_wanted(spec: KserveSpec, cluster_mode: str, provider: str) -> bool:
+    """GKE and AKS run metrics-server themselves; kubeadm, generic and EKS clusters do not have it."""
+    if spec.metrics_server is not None:
+        return spec.metrics_server
+    return cluster_mode == "kubeadm" or provider not in ("gke", "aks")
+
+
+def needs_resource_metrics(spec: KserveSpec) -> bool:
+    """Whether any HPA scales on cpu/memory (which the metrics API, i.e. metrics-server, serves)."""
+    standard_endpoints = spec.deployment_mode == "Standard" and spec.endpoints
+    return bool(standard_endpoints) or any(d.autoscaling.metric in ("cpu", "memory") for d in spec.deployments)
+
+
+def validate_serving_on_cluster(
+    spec: KserveSpec, cluster_mode: str, provider: str, node_gpus: list[int], problems: Problems
+) -> None:
+    """Rules that need the cluster: GPU endpoints must fit a node; CPU/memory HPAs need the metrics API."""
+    if not spec.enabled:
+        return
+    if cluster_mode == "kubeadm":
+        largest = max(node_gpus, default=0)
+        where = f"the largest GPU node has {largest}" if largest else "no node in nodes has a gpu section"
+        asked = [(f"kserve.endpoints[{i}].gpus", e.gpus) for i, e in enumerate(spec.endpoints)]
+        asked += [(f"kserve.deployments[{i}].gpus", d.gpus) for i, d in enumerate(spec.deployments)]
+        for at, gpus in asked:
+            if gpus > largest:
+                problems.error(at, f"({gpus}) per replica can never be scheduled: {where}")
+    if needs_resource_metrics(spec) and not metrics_server_wanted(spec, cluster_mode, provider):
+        problems.warn(
+            "kserve.metricsServer",
+            "is false but HPAs scale on cpu/memory, which needs the metrics API: make sure the cluster"
+            " runs metrics-server, or set kserve.metricsServer: true",
+        )

@@ -14,7 +14,7 @@ from . import checks
 from .gpu import GpuOperatorSpec
 from .kueue import KueueSpec
 from .schema import Problems, Secret, join_path, setting
-from .serving import KserveSpec
+from .serving import KserveSpec, validate_serving_on_cluster
 from .storage import StorageSpec
 from .training import KubeflowSpec
 
@@ -240,6 +240,8 @@ class Spec:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+        node_gpus = [n.gpu.count for n in self.nodes if n.gpu is not None]
+        validate_serving_on_cluster(self.kserve, self.cluster.mode, self.cluster.provider, node_gpus, problems)
 
     def _validate_kubeadm(self, problems: Problems) -> None:
         if not self.nodes:
