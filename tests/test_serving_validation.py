@@ -102,6 +102,16 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "mlcluster:kserve.endpoints: needs KServe: set kserve.enabled: true or remove them",
     ),
     (
+        "Knative version the operator ships",
+        kserve(knative={"operatorVersion": "v1.21.0", "servingVersion": "1.17"}),
+        'mlcluster:kserve.knative.servingVersion: "1.17" is not shipped by knative-operator v1.21.0: pick 1.18 to 1.21',
+    ),
+    (
+        "Knative version syntax",
+        kserve(knative={"servingVersion": "latest"}),
+        'mlcluster:kserve.knative.servingVersion: "latest" is not a version such as 1.21',
+    ),
+    (
         "HPA cannot scale to zero",
         deployment(minReplicas=0),
         "mlcluster:kserve.deployments[0].minReplicas: 0 must be between 1 and 1000",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -104,6 +105,15 @@ class InferenceDeploymentSpec:
     )
 
 
+OPERATOR_SERVING_SPAN = 4
+"""Knative Serving minors a knative-operator release can install: its own and the three before it."""
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    match = re.match(r"^v?(\d+)\.(\d+)(\.\d+)?$", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 @dataclass(frozen=True)
 class KnativeSpec:
     operator_version: str = setting(
@@ -113,6 +123,21 @@ class KnativeSpec:
         "1.21", doc="Knative Serving version the operator installs (KnativeServing spec.version)."
     )
     namespace: str = setting("knative-operator", doc="Namespace of the operator release.", check=checks.k8s_name)
+
+    def validate(self, path: str, problems: Problems) -> None:
+        operator, serving = _major_minor(self.operator_version), _major_minor(self.serving_version)
+        if serving is None:
+            problems.error(join_path(path, "servingVersion"), f'"{self.serving_version}" is not a version such as 1.21')
+        elif operator is not None and not (
+            serving[0] == operator[0] and operator[1] - OPERATOR_SERVING_SPAN < serving[1] <= operator[1]
+        ):
+            # The operator bundles the manifests of its own minor and the three before it, nothing else.
+            problems.error(
+                join_path(path, "servingVersion"),
+                f'"{self.serving_version}" is not shipped by knative-operator {self.operator_version}: pick'
+                f" {operator[0]}.{max(operator[1] - OPERATOR_SERVING_SPAN + 1, 0)} to {operator[0]}.{operator[1]},"
+                " or change operatorVersion",
+            )
 
 
 @dataclass(frozen=True)
