@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -174,52 +175,54 @@ class KserveSpec:
         self._validate_deployments(join_path(path, "deployments"), problems)
 
     def _validate_endpoints(self, path: str, problems: Problems) -> None:
-        seen: dict[tuple[str, str], int] = {}
+        self._validate_workloads(path, self.endpoints, problems)
+        if self.deployment_mode != "Standard":
+            return
         for i, endpoint in enumerate(self.endpoints):
             at = join_path(path, i)
-            _unique(
-                seen,
-                (endpoint.namespace, endpoint.name),
-                index=i,
-                at=join_path(at, "name"),
-                list_path=path,
-                problems=problems,
-            )
-            self._check_namespace(endpoint.namespace, join_path(at, "namespace"), problems)
-            _replica_range(endpoint.min_replicas, endpoint.max_replicas, at, problems)
-            if self.deployment_mode == "Standard":
-                if endpoint.min_replicas == 0:
-                    problems.error(
-                        join_path(at, "minReplicas"),
-                        "0 (scale-to-zero) needs Knative: switch kserve.deploymentMode to Knative, or set"
-                        " minReplicas to 1 or more",
-                    )
-                if endpoint.autoscaling.metric in ("concurrency", "rps"):
-                    problems.error(
-                        join_path(at, "autoscaling.metric"),
-                        f'"{endpoint.autoscaling.metric}" needs Knative\'s autoscaler: switch kserve.deploymentMode'
-                        " to Knative, or scale on cpu or memory (Standard mode's HPA)",
-                    )
+            if endpoint.min_replicas == 0:
+                problems.error(
+                    join_path(at, "minReplicas"),
+                    "0 (scale-to-zero) needs Knative: switch kserve.deploymentMode to Knative, or set"
+                    " minReplicas to 1 or more",
+                )
+            if endpoint.autoscaling.metric in ("concurrency", "rps"):
+                problems.error(
+                    join_path(at, "autoscaling.metric"),
+                    f'"{endpoint.autoscaling.metric}" needs Knative\'s autoscaler: switch kserve.deploymentMode'
+                    " to Knative, or scale on cpu or memory (Standard mode's HPA)",
+                )
 
-    def _check_namespace(self, namespace: str, at: str, problems: Problems) -> None:
+    def _validate_workloads(
+        self, path: str, items: Sequence[EndpointSpec | InferenceDeploymentSpec], problems: Problems
+    ) -> None:
+        """Rules endpoints and deployments share: unique per namespace, not in a platform namespace, min <= max."""
         platform = {self.namespace, self.knative.namespace, *PLATFORM_NAMESPACES}
-        if namespace in platform:
-            problems.error(at, f'"{namespace}" belongs to the platform: put models in their own namespace, e.g. models')
+        seen: dict[tuple[str, str], int] = {}
+        for i, item in enumerate(items):
+            at = join_path(path, i)
+            key = (item.namespace, item.name)
+            if key in seen:
+                problems.error(
+                    join_path(at, "name"),
+                    f'"{item.name}" is already used in namespace {item.namespace} by {join_path(path, seen[key])}',
+                )
+            seen.setdefault(key, i)
+            if item.namespace in platform:
+                problems.error(
+                    join_path(at, "namespace"),
+                    f'"{item.namespace}" belongs to the platform: put models in their own namespace, e.g. models',
+                )
+            if item.min_replicas > item.max_replicas:
+                problems.error(
+                    join_path(at, "minReplicas"),
+                    f"({item.min_replicas}) must not exceed maxReplicas ({item.max_replicas})",
+                )
 
     def _validate_deployments(self, path: str, problems: Problems) -> None:
-        seen: dict[tuple[str, str], int] = {}
+        self._validate_workloads(path, self.deployments, problems)
         for i, deployment in enumerate(self.deployments):
             at = join_path(path, i)
-            _unique(
-                seen,
-                (deployment.namespace, deployment.name),
-                index=i,
-                at=join_path(at, "name"),
-                list_path=path,
-                problems=problems,
-            )
-            self._check_namespace(deployment.namespace, join_path(at, "namespace"), problems)
-            _replica_range(deployment.min_replicas, deployment.max_replicas, at, problems)
             if deployment.autoscaling.metric in ("pods", "external"):
                 problems.warn(
                     join_path(at, "autoscaling.metric"),
@@ -227,26 +230,6 @@ class KserveSpec:
                     " or KEDA) that mlcluster does not install: the HPA reports no metric until one serves"
                     f" {deployment.autoscaling.metric_name}",
                 )
-
-
-def _unique(
-    seen: dict[tuple[str, str], int],
-    key: tuple[str, str],
-    *,
-    index: int,
-    at: str,
-    list_path: str,
-    problems: Problems,
-) -> None:
-    if key in seen:
-        problems.error(at, f'"{key[1]}" is already used in namespace {key[0]} by {join_path(list_path, seen[key])}')
-    else:
-        seen[key] = index
-
-
-def _replica_range(low: int, high: int, at: str, problems: Problems) -> None:
-    if low > high:
-        problems.error(join_path(at, "minReplicas"), f"({low}) must not exceed maxReplicas ({high})")
 
 
 def metrics_server_wanted(spec: KserveSpec, cluster_mode: str, provider: str) -> bool:

@@ -31,6 +31,15 @@ def _resources(cpu: str, memory: str, gpus: int, *, cpu_limit: bool) -> dict[str
     return {"requests": requests, "limits": limits}
 
 
+def _metadata(
+    name: str, namespace: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {**(labels or {}), **MANAGED_BY}}
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
 def endpoint_namespaces(kserve: KserveSpec) -> list[str]:
     return sorted({e.namespace for e in kserve.endpoints} | {d.namespace for d in kserve.deployments})
 
@@ -59,15 +68,14 @@ def inference_service(endpoint: EndpointSpec, kserve: KserveSpec) -> dict[str, A
     return {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
-        "metadata": {
-            "name": endpoint.name,
-            "namespace": endpoint.namespace,
-            "labels": dict(MANAGED_BY),
-            # Per object as well as cluster-wide, so changing the cluster default never moves a running endpoint.
-            "annotations": {
+        # The mode per object as well as cluster-wide, so changing the cluster default never moves an endpoint.
+        "metadata": _metadata(
+            endpoint.name,
+            endpoint.namespace,
+            annotations={
                 "serving.kserve.io/deploymentMode": deployment_mode_value(kserve.deployment_mode, kserve.version)
             },
-        },
+        ),
         "spec": {"predictor": predictor},
     }
 
@@ -92,11 +100,7 @@ def inference_deployment(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {
-            "name": deployment.name,
-            "namespace": deployment.namespace,
-            "labels": {**_labels(deployment), **MANAGED_BY},
-        },
+        "metadata": _metadata(deployment.name, deployment.namespace, labels=_labels(deployment)),
         "spec": {
             "replicas": deployment.min_replicas,
             "selector": {"matchLabels": _labels(deployment)},
@@ -110,7 +114,7 @@ def deployment_service(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": deployment.name, "namespace": deployment.namespace, "labels": dict(MANAGED_BY)},
+        "metadata": _metadata(deployment.name, deployment.namespace),
         "spec": {
             "selector": _labels(deployment),
             "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
@@ -138,7 +142,7 @@ def horizontal_pod_autoscaler(deployment: InferenceDeploymentSpec) -> dict[str, 
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": deployment.name, "namespace": deployment.namespace, "labels": dict(MANAGED_BY)},
+        "metadata": _metadata(deployment.name, deployment.namespace),
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment.name},
             "minReplicas": deployment.min_replicas,
