@@ -40,6 +40,8 @@ def knative_values() -> tuple[dict[str, Any], list[str]]:
     values = copy.deepcopy(values)
     kserve = values["kserve"]
     kserve["deploymentMode"] = "Knative"
+    # Knative's own autoscaler scales on requests; leaving the metric out takes its default (concurrency).
+    del kserve["endpoints"][0]["autoscaling"]
     kserve["endpoints"].append(
         {
             "name": "sklearn-iris",
@@ -157,6 +159,11 @@ def test_standard_mode_order(onprem_run: Any) -> None:
     for isvc in run.of_type(ISVC):
         assert run.urn_of("kserve-runtime-configs") in isvc.depends_on
         assert run.urn_of("metrics-server") in isvc.depends_on
+        annotations = isvc.raw_inputs["metadata"]["annotations"]
+        assert annotations == {
+            "serving.kserve.io/deploymentMode": "Standard",
+            "serving.kserve.io/autoscalerClass": "hpa",
+        }
 
 
 def test_knative_mode_installs_knative_before_kserve(knative_run: Any) -> None:
@@ -177,6 +184,9 @@ def test_knative_mode_installs_knative_before_kserve(knative_run: Any) -> None:
     assert values == {"deploymentMode": "Knative", "gateway": {"disableIstioVirtualHost": True}}
     zero = run.named("isvc-demo-sklearn-iris")
     assert zero.raw_inputs["spec"]["predictor"]["minReplicas"] == 0
+    assert zero.raw_inputs["metadata"]["annotations"] == {"serving.kserve.io/deploymentMode": "Knative"}
+    chat = run.named("isvc-models-chat").raw_inputs["spec"]["predictor"]
+    assert chat["scaleMetric"] == "concurrency" and "scaleTarget" not in chat
     assert run.urn_of("kserve-runtime-configs") in zero.depends_on
 
 

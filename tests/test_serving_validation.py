@@ -62,6 +62,15 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         'mlcluster:kserve.endpoints[0].autoscaling.metric: "concurrency" needs Knative\'s autoscaler',
     ),
     (
+        "cpu scaling in Knative mode",
+        lambda values: (
+            values["kserve"].update(deploymentMode="Knative"),
+            endpoint(autoscaling={"metric": "cpu"})(values),
+        ),
+        'mlcluster:kserve.endpoints[0].autoscaling.metric: "cpu" in Knative mode needs Knative\'s HPA autoscaler class,'
+        " which cannot scale to zero",
+    ),
+    (
         "replica range",
         endpoint(minReplicas=3, maxReplicas=2),
         "mlcluster:kserve.endpoints[0].minReplicas: (3) must not exceed maxReplicas (2)",

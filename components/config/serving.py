@@ -24,15 +24,20 @@ PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease
 
 @dataclass(frozen=True)
 class EndpointAutoscalingSpec:
-    metric: Literal["cpu", "memory", "concurrency", "rps"] = setting(
-        "cpu",
-        doc="What KServe scales on: `cpu`/`memory` (utilisation %, HPA in Standard mode), `concurrency`"
-        " (in-flight requests per replica) or `rps` (requests per second per replica; both need Knative mode).",
+    metric: Literal["cpu", "memory", "concurrency", "rps"] | None = setting(
+        None,
+        doc="What KServe scales on. Standard mode (HPA): `cpu` or `memory` utilisation %, default cpu."
+        " Knative mode (Knative's autoscaler): `concurrency` (in-flight requests per replica) or `rps`"
+        " (requests per second per replica), default concurrency.",
     )
-    target: int = setting(80, doc="Target value of the metric per replica.", check=checks.between(1, 100000))
+    target: int | None = setting(
+        None,
+        doc="Target per replica (default KServe's: 80 % CPU, or Knative's 100 concurrent requests).",
+        check=checks.between(1, 100000),
+    )
 
     def validate(self, path: str, problems: Problems) -> None:
-        if self.metric in ("cpu", "memory") and self.target > 100:
+        if self.metric in ("cpu", "memory") and self.target is not None and self.target > 100:
             problems.error(join_path(path, "target"), f"({self.target}) is a utilisation percentage: at most 100")
 
 
@@ -176,7 +181,15 @@ class KserveSpec:
 
     def _validate_endpoints(self, path: str, problems: Problems) -> None:
         self._validate_workloads(path, self.endpoints, problems)
-        if self.deployment_mode != "Standard":
+        if self.deployment_mode == "Knative":
+            for i, endpoint in enumerate(self.endpoints):
+                if endpoint.autoscaling.metric in ("cpu", "memory"):
+                    problems.error(
+                        join_path(join_path(path, i), "autoscaling.metric"),
+                        f'"{endpoint.autoscaling.metric}" in Knative mode needs Knative\'s HPA autoscaler class,'
+                        " which cannot scale to zero: scale on concurrency or rps, or switch kserve.deploymentMode"
+                        " to Standard",
+                    )
             return
         for i, endpoint in enumerate(self.endpoints):
             at = join_path(path, i)

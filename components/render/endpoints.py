@@ -48,6 +48,19 @@ def namespace_object(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
 
 
+def endpoint_metric(endpoint: EndpointSpec, mode: str) -> str:
+    """The metric written out, so the plan shows what scales the endpoint: the mode's autoscaler's default."""
+    return endpoint.autoscaling.metric or ("cpu" if mode == "Standard" else "concurrency")
+
+
+def _endpoint_annotations(kserve: KserveSpec) -> dict[str, str]:
+    annotations = {"serving.kserve.io/deploymentMode": deployment_mode_value(kserve.deployment_mode, kserve.version)}
+    if kserve.deployment_mode == "Standard":
+        # Explicit, so KServe's webhook validates the metric against what its HPA supports (cpu, memory).
+        annotations["serving.kserve.io/autoscalerClass"] = "hpa"
+    return annotations
+
+
 def inference_service(endpoint: EndpointSpec, kserve: KserveSpec) -> dict[str, Any]:
     model: dict[str, Any] = {
         "modelFormat": {"name": endpoint.model_format},
@@ -59,10 +72,11 @@ def inference_service(endpoint: EndpointSpec, kserve: KserveSpec) -> dict[str, A
     predictor: dict[str, Any] = {
         "minReplicas": endpoint.min_replicas,
         "maxReplicas": endpoint.max_replicas,
-        "scaleMetric": endpoint.autoscaling.metric,
-        "scaleTarget": endpoint.autoscaling.target,
+        "scaleMetric": endpoint_metric(endpoint, kserve.deployment_mode),
         "model": model,
     }
+    if endpoint.autoscaling.target is not None:
+        predictor["scaleTarget"] = endpoint.autoscaling.target
     if endpoint.gpus:
         predictor["tolerations"] = [gpu_toleration()]
     return {
@@ -72,9 +86,7 @@ def inference_service(endpoint: EndpointSpec, kserve: KserveSpec) -> dict[str, A
         "metadata": _metadata(
             endpoint.name,
             endpoint.namespace,
-            annotations={
-                "serving.kserve.io/deploymentMode": deployment_mode_value(kserve.deployment_mode, kserve.version)
-            },
+            annotations=_endpoint_annotations(kserve),
         ),
         "spec": {"predictor": predictor},
     }
