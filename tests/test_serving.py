@@ -294,3 +294,11 @@ def test_metrics_server_on_kubeadm_but_not_on_gke(onprem_run: Any, run_stack: An
     assert release.raw_inputs["values"] == {"args": ["--kubelet-insecure-tls"]}
     cloud = run_stack("cloud")
     assert "metrics-server" not in {r.name for r in cloud.of_type(RELEASE)}
+
+
+def test_the_knative_cost_reaches_the_engine_as_a_warning(run_stack: Any, caplog: pytest.LogCaptureFixture) -> None:
+    values, secret = knative_values()
+    with caplog.at_level("WARNING"):
+        run_stack(values=values, secret=secret)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(w.startswith("mlcluster:kserve.deploymentMode: Knative installs the Knative Operator") for w in warnings)

@@ -108,7 +108,12 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "endpoints without KServe",
         kserve(enabled=False),
-        "mlcluster:kserve.endpoints: needs KServe: set kserve.enabled: true or remove them",
+        "mlcluster:kserve.endpoints: needs the serving layer: set kserve.enabled: true or remove them",
+    ),
+    (
+        "deployments without the serving layer",
+        kserve(enabled=False),
+        "mlcluster:kserve.deployments: needs the serving layer: set kserve.enabled: true or remove them",
     ),
     (
         "Knative version the operator ships",

@@ -172,8 +172,10 @@ class KserveSpec:
     )
 
     def validate(self, path: str, problems: Problems) -> None:
-        if not self.enabled and self.endpoints:
-            problems.error(join_path(path, "endpoints"), "needs KServe: set kserve.enabled: true or remove them")
+        for key, items in (("endpoints", self.endpoints), ("deployments", self.deployments)):
+            if not self.enabled and items:
+                # The serving layer (and metrics-server with it) is only installed when KServe is.
+                problems.error(join_path(path, key), "needs the serving layer: set kserve.enabled: true or remove them")
         if self.deployment_mode == "Knative":
             problems.warn(join_path(path, "deploymentMode"), KNATIVE_COST)
         self._validate_endpoints(join_path(path, "endpoints"), problems)

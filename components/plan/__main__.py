@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..config.load import read_stack_file, spec_and_warnings
+from ..config.load import read_stack_file, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
 from .engine import PROJECT_ROOT, run_program
 from .writer import write_plan
@@ -52,12 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     config, secret_keys = read_stack_file(path)
     try:
-        spec, warnings = spec_and_warnings(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
+        spec = spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
     except ConfigError as error:
         print(f"{path}: {error.report()}", file=sys.stderr)
         return 2
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
     run = run_program(config, secret_keys, stack=stack)
     text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
