@@ -57,7 +57,8 @@ def _decode(raw: Any) -> Any:
 
 
 def spec_from_pulumi() -> Spec:
-    """The Spec of the running program's stack (real engine or mocks)."""
+    """The Spec of the running program's stack (real engine or mocks); warnings go to the engine's log."""
+    import pulumi
     from pulumi.runtime import config as runtime_config
 
     prefix = f"{NAMESPACE}:"
@@ -70,8 +71,6 @@ def spec_from_pulumi() -> Spec:
         if full_key.startswith(prefix) and full_key[len(prefix) :] not in values:
             key = full_key[len(prefix) :]
             values[key] = raw if _expects_text(key) else _decode(raw)
-    import pulumi
-
     spec, warnings = spec_and_warnings(values, lambda key: runtime_config.is_config_secret(prefix + key))
     for warning in warnings:
         pulumi.log.warn(str(warning))

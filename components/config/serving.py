@@ -115,8 +115,9 @@ OPERATOR_SERVING_SPAN = 4
 """Knative Serving minors a knative-operator release can install: its own and the three before it."""
 
 
-def _major_minor(version: str) -> tuple[int, int] | None:
-    match = re.match(r"^v?(\d+)\.(\d+)(\.\d+)?$", version)
+def major_minor(version: str) -> tuple[int, int] | None:
+    """(major, minor) of 1.21, v1.21.0 or v0.17.0-rc.1; None when the text does not start as a version."""
+    match = re.match(r"^v?(\d+)\.(\d+)", version)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -131,8 +132,8 @@ class KnativeSpec:
     namespace: str = setting("knative-operator", doc="Namespace of the operator release.", check=checks.k8s_name)
 
     def validate(self, path: str, problems: Problems) -> None:
-        operator, serving = _major_minor(self.operator_version), _major_minor(self.serving_version)
-        if serving is None:
+        operator, serving = major_minor(self.operator_version), major_minor(self.serving_version)
+        if serving is None or not re.fullmatch(r"\d+\.\d+(\.\d+)?", self.serving_version):
             problems.error(join_path(path, "servingVersion"), f'"{self.serving_version}" is not a version such as 1.21')
         elif operator is not None and not (
             serving[0] == operator[0] and operator[1] - OPERATOR_SERVING_SPAN < serving[1] <= operator[1]

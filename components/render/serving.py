@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ..config.serving import KserveSpec, metrics_server_wanted
+from ..config.serving import KserveSpec, major_minor, metrics_server_wanted
 from ..config.spec import Spec
 from .helm import ChartRelease
 
@@ -18,10 +17,10 @@ KOURIER_INGRESS_CLASS = "kourier.ingress.networking.knative.dev"
 
 
 def _minor(version: str) -> tuple[int, int]:
-    match = re.match(r"^v?(\d+)\.(\d+)", version)
-    if not match:
+    numbers = major_minor(version)
+    if numbers is None:
         raise ValueError(f"not a chart version: {version}")
-    return int(match.group(1)), int(match.group(2))
+    return numbers
 
 
 def kserve_chart_names(version: str) -> tuple[str, ...]:
