@@ -13,6 +13,7 @@ from typing import Literal
 from . import checks
 from .gpu import GpuOperatorSpec
 from .kueue import KueueSpec
+from .kueue_inventory import check_inventory
 from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec, validate_serving_on_cluster
 from .storage import StorageSpec
@@ -242,6 +243,8 @@ class Spec:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
         node_gpus = [n.gpu.count for n in self.nodes if n.gpu is not None]
         validate_serving_on_cluster(self.kserve, self.cluster.mode, self.cluster.provider, node_gpus, problems)
+        if self.kueue.enabled:
+            check_inventory(self, problems)
 
     def _validate_kubeadm(self, problems: Problems) -> None:
         if not self.nodes:
