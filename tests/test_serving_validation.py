@@ -112,6 +112,14 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         'mlcluster:kserve.endpoints[0].namespace: "kserve" belongs to the platform',
     ),
     (
+        "namespace Kueue creates for a team",
+        lambda values: (
+            values.update(kueue={"teams": [{"name": "llm", "quotas": [{"flavor": "cpu", "nominal": {"cpu": "8"}}]}]}),
+            endpoint(namespace="llm")(values),
+        ),
+        'mlcluster:kserve.endpoints[0].namespace: "llm" is a Kueue team namespace (kueue.teams creates it)',
+    ),
+    (
         "endpoints without KServe",
         kserve(enabled=False),
         "mlcluster:kserve.endpoints: needs the serving layer: set kserve.enabled: true or remove them",

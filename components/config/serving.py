@@ -261,20 +261,40 @@ def needs_resource_metrics(spec: KserveSpec) -> bool:
     return bool(standard_endpoints) or any(d.autoscaling.metric in ("cpu", "memory") for d in spec.deployments)
 
 
+def _workloads(spec: KserveSpec) -> list[tuple[str, EndpointSpec | InferenceDeploymentSpec]]:
+    """Every endpoint and inference deployment with its key path."""
+    workloads: list[tuple[str, EndpointSpec | InferenceDeploymentSpec]] = [
+        (f"kserve.endpoints[{i}]", e) for i, e in enumerate(spec.endpoints)
+    ]
+    workloads += [(f"kserve.deployments[{i}]", d) for i, d in enumerate(spec.deployments)]
+    return workloads
+
+
 def validate_serving_on_cluster(
-    spec: KserveSpec, cluster_mode: str, provider: str, node_gpus: list[int], problems: Problems
+    spec: KserveSpec,
+    *,
+    cluster_mode: str,
+    provider: str,
+    node_gpus: list[int],
+    team_namespaces: list[str],
+    problems: Problems,
 ) -> None:
-    """Rules that need the cluster: GPU endpoints must fit a node; CPU/memory HPAs need the metrics API."""
+    """Rules that need the rest of the stack: GPU endpoints must fit a node; namespaces Kueue creates for teams
+    are not created twice; CPU/memory HPAs need the metrics API."""
     if not spec.enabled:
         return
-    if cluster_mode == "kubeadm":
-        largest = max(node_gpus, default=0)
-        where = f"the largest GPU node has {largest}" if largest else "no node in nodes has a gpu section"
-        asked = [(f"kserve.endpoints[{i}].gpus", e.gpus) for i, e in enumerate(spec.endpoints)]
-        asked += [(f"kserve.deployments[{i}].gpus", d.gpus) for i, d in enumerate(spec.deployments)]
-        for at, gpus in asked:
-            if gpus > largest:
-                problems.error(at, f"({gpus}) per replica can never be scheduled: {where}")
+    largest = max(node_gpus, default=0)
+    where = f"the largest GPU node has {largest}" if largest else "no node in nodes has a gpu section"
+    for at, item in _workloads(spec):
+        if item.namespace in team_namespaces:
+            problems.error(
+                join_path(at, "namespace"),
+                f'"{item.namespace}" is a Kueue team namespace (kueue.teams creates it): serve from a'
+                " namespace of its own, e.g. models",
+            )
+        # Only kubeadm stacks list their nodes; on an existing cluster the GPU inventory is unknown here.
+        if cluster_mode == "kubeadm" and item.gpus > largest:
+            problems.error(join_path(at, "gpus"), f"({item.gpus}) per replica can never be scheduled: {where}")
     if needs_resource_metrics(spec) and not metrics_server_wanted(spec, cluster_mode, provider):
         problems.warn(
             "kserve.metricsServer",

@@ -242,7 +242,15 @@ class Spec:
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
         node_gpus = [n.gpu.count for n in self.nodes if n.gpu is not None]
-        validate_serving_on_cluster(self.kserve, self.cluster.mode, self.cluster.provider, node_gpus, problems)
+        team_namespaces = [t.queue_namespace for t in self.kueue.teams] if self.kueue.enabled else []
+        validate_serving_on_cluster(
+            self.kserve,
+            cluster_mode=self.cluster.mode,
+            provider=self.cluster.provider,
+            node_gpus=node_gpus,
+            team_namespaces=team_namespaces,
+            problems=problems,
+        )
         if self.kueue.enabled:
             check_inventory(self, problems)
 
