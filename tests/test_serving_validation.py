@@ -183,7 +183,7 @@ def test_knative_mode_allows_scale_to_zero_and_says_what_it_costs() -> None:
     spec, warnings = spec_and_warnings(values, lambda key: key == "ssh")
     assert spec.kserve.endpoints[0].min_replicas == 0
     (warning,) = serving_warnings(warnings)
-    assert warning.startswith("mlcluster:kserve.deploymentMode: Knative installs eight more always-on Deployments")
+    assert warning.startswith("mlcluster:kserve.deploymentMode: Knative installs at least eight more always-on")
     assert "cold start" in warning and "use deploymentMode Standard" in warning
 
 

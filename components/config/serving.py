@@ -11,8 +11,9 @@ from . import checks
 from .schema import Problems, join_path, setting
 
 KNATIVE_COST = (
-    "Knative installs eight more always-on Deployments (the Knative Operator and its webhook; Knative Serving's"
-    " activator, autoscaler, controller and webhook; the Kourier gateway and its controller) to run and upgrade"
+    "Knative installs at least eight more always-on Deployments (the Knative Operator and its webhook;"
+    " Knative Serving's activator, autoscaler, controller and webhook; the Kourier gateway and its controller)"
+    " to run and upgrade"
     " in step with KServe, and an endpoint scaled to zero waits for a cold start on the first request (pulling"
     " a multi-GB model image and loading weights takes minutes); use deploymentMode Standard unless"
     " scale-to-zero is worth that"
