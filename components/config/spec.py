@@ -16,7 +16,7 @@ from .images import ImagesSpec
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
 from .schema import Problems, Secret, join_path, setting
-from .serving import KserveSpec
+from .serving import KserveSpec, validate_serving_on_cluster
 from .storage import StorageSpec
 from .training import KubeflowSpec
 from .workloads import WorkloadsSpec, validate_training
@@ -249,6 +249,16 @@ class Spec:
             self._validate_spegel(problems)
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+        node_gpus = [n.gpu.count for n in self.nodes if n.gpu is not None]
+        team_namespaces = [t.queue_namespace for t in self.kueue.teams] if self.kueue.enabled else []
+        validate_serving_on_cluster(
+            self.kserve,
+            cluster_mode=self.cluster.mode,
+            provider=self.cluster.provider,
+            node_gpus=node_gpus,
+            team_namespaces=team_namespaces,
+            problems=problems,
+        )
         if self.kueue.enabled:
             check_inventory(self, problems)
         validate_training(self, problems)
