@@ -38,6 +38,7 @@ shellcheck:
 
 docs: setup
 	$(BIN)/python -m components.config.reference --write README.md
+	$(BIN)/python -m components.config.providers --write docs/cloud.md
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
