@@ -24,6 +24,8 @@ Role = Literal["control-plane", "worker"]
 DEFAULT_KUBERNETES_VERSION = "1.34.2"
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 GPU_MODEL_LABEL = "mlcluster.io/gpu-model"
+GPU_COUNT_LABEL = "mlcluster.io/gpu-count"
+"""GPUs in the node, so GPU inventory (Kueue quotas, the policy pack) can be read off the node labels."""
 
 
 @dataclass(frozen=True)
