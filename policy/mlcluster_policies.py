@@ -13,6 +13,7 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
+    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -368,6 +369,15 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
         name="kueue-quotas-within-inventory",
         description="Kueue ClusterQueue nominal GPU quotas per flavor do not exceed the GPUs of its nodes.",
         validate=_kueue_quotas_within_inventory,
+        config_schema=PolicyConfigSchema(
+            properties={
+                "gpuInventory": {
+                    "type": "object",
+                    "description": "GPUs per Kueue flavor, where the stack has no nodes (existing clusters).",
+                    "additionalProperties": {"type": "integer", "minimum": 0},
+                }
+            }
+        ),
     ),
 ]
 ENFORCEMENT = EnforcementLevel.MANDATORY

@@ -259,3 +259,26 @@ def test_policy_pack_files() -> None:
     assert [p for p in pinned if p.startswith("pulumi-policy==")] == [p for p in dev if p.startswith("pulumi-policy==")]
     assert "PolicyPack(" in (PROJECT / "policy" / "__main__.py").read_text()
     assert copy.copy(sorted(POLICIES)) == sorted(p.name for p in __import__("mlcluster_policies").POLICIES)
+
+
+def test_review_docs_list_every_policy() -> None:
+    page = (PROJECT / "docs" / "review.md").read_text()
+    table = page[page.index("| policy | kind | checks |") :].split("\n\n")[0]
+    documented = {line.split("`")[1] for line in table.splitlines()[2:]}
+    assert documented == set(POLICIES)
+
+
+def test_preview_workflow_template() -> None:
+    template = PROJECT / "docs" / "ci" / "preview.yml"
+    workflow = yaml.safe_load(template.read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert set(triggers) == {"pull_request"}, "the template reviews pull requests only"
+    assert workflow["permissions"]["pull-requests"] == "write"
+    steps = workflow["jobs"]["preview"]["steps"]
+    scripts = "\n".join(step.get("run", "") for step in steps)
+    assert "pulumi preview --diff --policy-pack policy --save-plan plan.json" in scripts
+    assert "python -m components.plan --stack" in scripts and "--compare" in scripts
+    assert "gh pr comment" in scripts and "--body-file comment.md" in scripts
+    assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in steps)
+    # A template for users: it must not run in this repository's CI.
+    assert not (PROJECT / ".github" / "workflows" / "preview.yml").exists()
