@@ -120,6 +120,18 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], dict[tuple[str, str], s
         {},
     ),
     (
+        "replaceOnChanges names an input",
+        edit(COMMAND, "cpu-1-kubelet", lambda r: (set_gc_low(r), r["options"].update(replaceOnChanges=["create"]))),
+        {("cpu-1", "kubelet"): "replaced"},
+        {},
+    ),
+    (
+        "first values key of a release",
+        edit(RELEASE, "kueue", lambda r: r["inputs"]["values"].update(replicas=2)),
+        {},
+        {"kueue": ["values replicas"]},
+    ),
+    (
         "stdin (credentials wiring) re-runs the step",
         edit(COMMAND, "gpu-1-kubelet", lambda r: r["inputs"].update(stdin="[secret]")),
         {("gpu-1", "kubelet"): "re-runs"},
@@ -145,6 +157,18 @@ def test_diff_cases(case, change, steps, releases) -> None:
     assert {r.release: release_keys(r) for r in diff.releases} == releases, case
     assert not diff.resources and not diff.outputs, case
     assert diff.empty == (not steps and not releases)
+
+
+def test_inputs_under_ignore_changes_do_not_rerun() -> None:
+    old = base_plan()
+    edit(COMMAND, "-kubelet", lambda r: r["options"].update(ignoreChanges=["create"]))(old)
+    new = copy.deepcopy(old)
+    edit(COMMAND, "-kubelet", set_gc_low)(new)
+    assert diff_plans(old, new).empty
+    edit(COMMAND, "gpu-1-kubelet", lambda r: r["inputs"].update(stdin="[secret]"))(new)
+    assert [(c.node, c.step, c.kind, c.why) for c in diff_plans(old, new).steps] == [
+        ("gpu-1", "kubelet", "re-runs", "stdin changed")
+    ]
 
 
 def test_script_lines_are_shown_for_a_rerun() -> None:
@@ -209,14 +233,14 @@ def test_compare_cli(tmp_path: Path) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
     assert plan_cli("--stack", "onprem", "--out", str(old)).returncode == 0
     stack = yaml.safe_load((PROJECT / "stacks" / "Pulumi.onprem.yaml").read_text())
-    stack["config"]["mlcluster:kubelet"]["imageGCLowThresholdPercent"] = 65
+    stack["config"]["mlcluster:nodes"][6]["labels"]["team"] = "vision"
     stack["config"]["mlcluster:gpuOperator"]["version"] = "v26.7.1"
     changed = tmp_path / "Pulumi.changed.yaml"
     changed.write_text(yaml.safe_dump(stack))
     result = plan_cli("--stack-file", str(changed), "--out", str(new), "--compare", str(old))
     assert result.returncode == 0, result.stderr
     report = result.stdout[result.stdout.index(f"changes since {old}") :]
-    assert "~ kubeadm-init" in report and "+imageGCLowThresholdPercent: 65" in report
+    assert "  gpu-2\n    ~ kubeadm-join" in report and ",team=vision" in report
     assert "~ gpu-operator" in report and "~ version: v26.7.0 -> v26.7.1" in report
     assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s), 0 added, 0 removed; 1 release(s) change" in report
     assert json.loads((new / "plan.json").read_text())["stack"] == "changed"

@@ -140,15 +140,32 @@ def _step_name(resource: Mapping[str, Any]) -> str:
     return str(resource["name"]).removeprefix(f"{node}-")
 
 
+def _under(key: str, paths: list[str]) -> bool:
+    """Whether a dotted key is one of the property paths (as ignoreChanges/replaceOnChanges write them) or below."""
+    for written in paths:
+        path = written.replace("[*]", "")
+        if key == path or key.startswith((f"{path}.", f"{path}[")):
+            return True
+    return False
+
+
+def input_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[KeyChange]:
+    """Changed inputs the engine acts on: those under the resource's ignoreChanges are left out, as `up` does."""
+    ignored = list(new["options"].get("ignoreChanges") or [])
+    return [c for c in key_changes(old["inputs"], new["inputs"]) if not _under(c.key, ignored)]
+
+
 def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange | None:
     node, step = str(new.get("runsOn") or "unknown"), _step_name(new)
     old_inputs, new_inputs = old["inputs"], new["inputs"]
-    changed = {c.key.split(".")[0].split("[")[0] for c in key_changes(old_inputs, new_inputs)}
+    inputs = input_changes(old, new)
+    changed = {c.key.split(".")[0].split("[")[0] for c in inputs}
     options = key_changes(old["options"], new["options"], "options")
     if not changed and not options:
         return None
-    if "triggers" in changed:
-        return StepChange(node, step, "replaced", "triggers changed: on-delete script runs, then the step")
+    replace_on = ["triggers", *(new["options"].get("replaceOnChanges") or [])]
+    if any(_under(c.key, replace_on) for c in inputs):
+        return StepChange(node, step, "replaced", "replaced (triggers changed): on-delete script runs, then the step")
     if changed - {"delete"}:
         why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
         return StepChange(
@@ -166,13 +183,12 @@ def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange |
 
 
 def _release_change(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> ReleaseChange | None:
-    old_inputs, new_inputs = old["inputs"], new["inputs"]
-    identity = [c for k in RELEASE_IDENTITY for c in key_changes(old_inputs.get(k), new_inputs.get(k), k)]
-    values = key_changes(old_inputs.get("values") or {}, new_inputs.get("values") or {})
-    skip = {*RELEASE_IDENTITY, "values"}
-    rest = key_changes(
-        {k: v for k, v in old_inputs.items() if k not in skip}, {k: v for k, v in new_inputs.items() if k not in skip}
-    ) + key_changes(old["options"], new["options"], "options")
+    # An empty values map is a leaf when flattened: it going to or from {} is said by the keys inside.
+    inputs = [c for c in input_changes(old, new) if not (c.key == "values" and {} in (c.old, c.new))]
+    identity = [c for c in inputs if c.key in RELEASE_IDENTITY]
+    values = [KeyChange(c.key.removeprefix("values."), c.old, c.new) for c in inputs if c.key.startswith("values.")]
+    rest = [c for c in inputs if c not in identity and not c.key.startswith("values.")]
+    rest += key_changes(old["options"], new["options"], "options")
     if not (identity or values or rest):
         return None
     return ReleaseChange(name, "changed", identity, values, rest)
@@ -232,7 +248,7 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
                 ResourceChange(f"{resource['type']}::{resource['name']}", "added" if was is None else "removed")
             )
         else:
-            keys = key_changes(was["inputs"], now["inputs"]) + key_changes(was["options"], now["options"], "options")
+            keys = input_changes(was, now) + key_changes(was["options"], now["options"], "options")
             if keys:
                 resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", "changed", keys))
     outputs = key_changes(old.get("outputs") or {}, new.get("outputs") or {})
