@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from components.plan.diff import COMMAND, RELEASE, diff_plans, render
 from components.plan.writer import plan_document
 
 from .conftest import PROJECT, load_spec, stack_values
+from .test_plan_cli import plan
 
 NODES = ("gpu-1", "gpu-2", "cpu-1")
 
@@ -218,26 +217,15 @@ def test_chart_bump_changes_one_release_and_no_node(run_stack) -> None:
     ]
 
 
-def plan_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "components.plan", *args],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_compare_cli(tmp_path: Path) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
-    assert plan_cli("--stack", "onprem", "--out", str(old)).returncode == 0
+    assert plan("--stack", "onprem", "--out", str(old)).returncode == 0
     stack = yaml.safe_load((PROJECT / "stacks" / "Pulumi.onprem.yaml").read_text())
     stack["config"]["mlcluster:nodes"][6]["labels"]["team"] = "vision"
     stack["config"]["mlcluster:gpuOperator"]["version"] = "v26.7.1"
     changed = tmp_path / "Pulumi.changed.yaml"
     changed.write_text(yaml.safe_dump(stack))
-    result = plan_cli("--stack-file", str(changed), "--out", str(new), "--compare", str(old))
+    result = plan("--stack-file", str(changed), "--out", str(new), "--compare", str(old))
     assert result.returncode == 0, result.stderr
     report = result.stdout[result.stdout.index(f"changes since {old}") :]
     assert "  gpu-2\n    ~ kubeadm-join" in report and ",team=vision" in report
@@ -245,11 +233,11 @@ def test_compare_cli(tmp_path: Path) -> None:
     assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s), 0 added, 0 removed; 1 release(s) change" in report
     assert json.loads((new / "plan.json").read_text())["stack"] == "changed"
     # Comparing a plan with itself, written over the same folder, shows nothing.
-    same = plan_cli("--stack", "onprem", "--out", str(old), "--compare", str(old))
+    same = plan("--stack", "onprem", "--out", str(old), "--compare", str(old))
     assert same.returncode == 0 and f"changes since {old}: no changes" in same.stdout
 
 
 def test_compare_with_no_plan_exits_2(tmp_path: Path) -> None:
-    result = plan_cli("--stack", "onprem", "--out", str(tmp_path / "out"), "--compare", str(tmp_path / "missing"))
+    result = plan("--stack", "onprem", "--out", str(tmp_path / "out"), "--compare", str(tmp_path / "missing"))
     assert result.returncode == 2 and "holds no plan.json" in result.stderr
     assert not (tmp_path / "out").exists()

@@ -64,15 +64,8 @@ _KUBEADM = ClusterDefaults(
 )
 
 # An existing cluster of unknown make: assume nothing beyond a working network.
-_GENERIC = ClusterDefaults(
-    gpu_driver="auto",
-    container_toolkit_preinstalled=False,
-    installs_cni=False,
-    control_plane_taint=False,
-    gpu_taint=False,
-    gpu_node_label=None,
-    metrics_server=False,
-    default_storage_class=False,
+_GENERIC = dataclasses.replace(
+    _KUBEADM, installs_cni=False, control_plane_taint=False, gpu_taint=False, gpu_node_label=None
 )
 
 _MANAGED: dict[str, ClusterDefaults] = {
