@@ -7,18 +7,18 @@ the violating case is a resource as another program or a future layer could regi
 
 from __future__ import annotations
 
-import copy
 import functools
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from components.plan.engine import run_program
+from components.plan.policies import Outcome, Resource, evaluate, pack_policies, program_resources, synthetic
 
 from .conftest import PROJECT, as_config, stack_values
-from .policy_harness import POLICIES, Resource, evaluate, from_run, synthetic, wire_recorder
 
 COMMAND = "command:remote:Command"
 PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -30,9 +30,14 @@ def program(stack: str, change: Callable[[dict[str, Any]], None] | None = None) 
         values["ssh"]["privateKey"] = PRIVATE_KEY  # a real-looking key, so a leak would be seen
     if change is not None:
         change(values)
-    wires: dict[str, dict[str, Any]] = {}
-    run = run_program(as_config(values), [f"mlcluster:{k}" for k in secret], stack=stack, on_start=wire_recorder(wires))
-    return from_run(run.resources, wires)
+    return program_resources(as_config(values), [f"mlcluster:{k}" for k in secret], stack=stack)
+
+
+POLICIES = pack_policies()
+
+
+def check(name: str, resources: list[Resource], config: dict[str, Any] | None = None) -> Outcome:
+    return evaluate(POLICIES[name], resources, config)
 
 
 @functools.cache
@@ -210,7 +215,7 @@ CASES: list[tuple[str, str, Callable[[], list[Resource]], str | None]] = [
 
 @pytest.mark.parametrize(("policy", "case", "resources", "expected"), CASES, ids=[f"{c[0]}: {c[1]}" for c in CASES])
 def test_policy_case(policy: str, case: str, resources: Callable[[], list[Resource]], expected: str | None) -> None:
-    outcome = evaluate(policy, resources())
+    outcome = check(policy, resources())
     assert outcome.not_applicable is None, outcome.not_applicable
     if expected is None:
         assert outcome.violations == [], outcome.violations
@@ -229,7 +234,7 @@ def test_policies_see_what_the_engine_sends() -> None:
     resources = {r.name: r for r in onprem()}
     init = resources["cp-1-kubeadm-init"]
     assert init.protect
-    from .policy_harness import resource_args
+    from components.plan.policies import resource_args
 
     args = resource_args(resources["gpu-1-os"])
     assert args.props["connection"]["privateKey"] == PRIVATE_KEY
@@ -240,12 +245,12 @@ def test_policies_see_what_the_engine_sends() -> None:
 def test_cloud_stack_passes_and_node_policies_do_not_apply() -> None:
     resources = program("cloud")
     for name in POLICIES:
-        outcome = evaluate(name, resources)
+        outcome = check(name, resources)
         assert outcome.violations == [], (name, outcome.violations)
-    assert evaluate("first-control-plane-protected", resources).not_applicable
+    assert check("first-control-plane-protected", resources).not_applicable
     queues = [*resources, H100, cluster_queue("team-a", 8)]
-    assert "gpuInventory" in str(evaluate("kueue-quotas-within-inventory", queues).not_applicable)
-    configured = evaluate("kueue-quotas-within-inventory", queues, {"gpuInventory": {"h100": 4}})
+    assert "gpuInventory" in str(check("kueue-quotas-within-inventory", queues).not_applicable)
+    configured = check("kueue-quotas-within-inventory", queues, {"gpuInventory": {"h100": 4}})
     assert configured.violations == [
         "stack: ClusterQueues give flavor h100 8 nvidia.com/gpu of nominal quota, but its nodes have 4"
     ]
@@ -258,7 +263,7 @@ def test_policy_pack_files() -> None:
     dev = (PROJECT / "requirements-dev.txt").read_text().split()
     assert [p for p in pinned if p.startswith("pulumi-policy==")] == [p for p in dev if p.startswith("pulumi-policy==")]
     assert "PolicyPack(" in (PROJECT / "policy" / "__main__.py").read_text()
-    assert copy.copy(sorted(POLICIES)) == sorted(p.name for p in __import__("mlcluster_policies").POLICIES)
+    assert sorted(POLICIES) == sorted(p.name for p in __import__("mlcluster_policies").POLICIES)
 
 
 def test_review_docs_list_every_policy() -> None:
@@ -282,3 +287,28 @@ def test_preview_workflow_template() -> None:
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in steps)
     # A template for users: it must not run in this repository's CI.
     assert not (PROJECT / ".github" / "workflows" / "preview.yml").exists()
+
+
+def policy_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "components.plan.policies", *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_offline_policy_cli(tmp_path) -> None:
+    clean = policy_cli("--stack", "onprem")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert all(f"ok   {name}" in clean.stdout for name in POLICIES if name != "kueue-quotas-within-inventory")
+    stack = yaml.safe_load((PROJECT / "stacks" / "Pulumi.onprem.yaml").read_text())
+    stack["config"]["mlcluster:kubelet"]["imageGCHighThresholdPercent"] = 97
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text(yaml.safe_dump(stack))
+    failing = policy_cli("--stack-file", str(bad))
+    assert failing.returncode == 1
+    assert "FAIL kubelet-thresholds-sane: 1 violation(s)" in failing.stdout
+    assert "cp-1-kubeadm-init: image GC high threshold 97%" in failing.stdout
