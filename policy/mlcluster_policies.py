@@ -139,31 +139,47 @@ def _targets_gpu_nodes(pod: Mapping[str, Any]) -> bool:
     return any(_get(toleration, "key") == "nvidia.com/gpu" for toleration in _items(_get(pod, "tolerations")))
 
 
+# Where Kubernetes objects carry a container's resources: containers, KServe model/predictor specs
+# (`resources`), Kubeflow TrainJob trainers (`resourcesPerNode`).
+RESOURCE_KEYS = ("resources", "resourcesPerNode")
+
+
+def _same_quantity(a: Any, b: Any) -> bool:
+    """1, 1.0 (the wire has only doubles) and "1" are the same quantity."""
+    number_a, number_b = _int(a), _int(b)
+    return number_a == number_b if number_a is not None and number_b is not None else str(a) == str(b)
+
+
 def _gpu_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if not args.resource_type.startswith("kubernetes:") or args.resource_type in HELM_TYPES:
         return
     kind = _get(args.props, "kind")
+    placed: list[str] = []
+    limited = False
     for path, value in _walk(args.props):
         if not isinstance(value, Mapping):
             continue
-        resources = _get(value, "resources")
-        if isinstance(resources, Mapping):
+        for key in RESOURCE_KEYS:
+            resources = _get(value, key)
+            if not isinstance(resources, Mapping):
+                continue
             requests, limits = _gpu_keys(_get(resources, "requests")), _gpu_keys(_get(resources, "limits"))
+            limited = limited or bool(limits)
             for name, amount in requests.items():
-                if str(limits.get(name)) != str(amount):
-                    report(
-                        f"{path or kind}: requests {name}: {amount} without the same limit (GPUs are set as limits)",
-                        None,
-                    )
-        containers = _get(value, "containers")
-        if kind != "DaemonSet" and containers is not None and _targets_gpu_nodes(value):
-            limited = any(_gpu_keys(_get(_get(c, "resources"), "limits")) for c in _items(containers))
-            if not limited:
-                report(
-                    f"{path or kind}: runs on GPU nodes but no container has an nvidia.com/gpu limit"
-                    " (it would see GPUs the scheduler gave to others)",
-                    None,
-                )
+                if not _same_quantity(limits.get(name), amount):
+                    where = f"{path}.{key}" if path else key
+                    report(f"{where}: requests {name}: {amount} without the same limit (GPUs are set as limits)", None)
+        if kind != "DaemonSet" and _get(value, "containers") is not None and _targets_gpu_nodes(value):
+            placed.append(path or str(kind))
+    # A pod template placed on GPU nodes needs a GPU limit somewhere in the object: in its containers, or where
+    # the object's own API sets it for them (a TrainJob's trainer.resourcesPerNode fills its runtime's pods).
+    if not limited:
+        for path in placed:
+            report(
+                f"{path}: runs on GPU nodes but no container has an nvidia.com/gpu limit"
+                " (it would see GPUs the scheduler gave to others)",
+                None,
+            )
 
 
 # --- kubelet-thresholds-sane ----------------------------------------------------------------------

@@ -131,6 +131,47 @@ CASES: list[tuple[str, str, Callable[[], list[Resource]], str | None]] = [
     ),
     (
         "gpu-workloads-have-gpu-limits",
+        "TrainJob: pods patched onto GPU nodes, GPUs per node on the trainer; 1 == 1.0 == '1'",
+        with_resources(
+            synthetic(
+                "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",
+                "train",
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "spec": {
+                        "runtimePatches": [
+                            {
+                                "trainingRuntimeSpec": {
+                                    "template": {
+                                        "spec": {"tolerations": [GPU_TOLERATION], "containers": [{"name": "node"}]}
+                                    }
+                                }
+                            }
+                        ],
+                        "trainer": {
+                            "resourcesPerNode": {"requests": {"nvidia.com/gpu": 1.0}, "limits": {"nvidia.com/gpu": "1"}}
+                        },
+                    },
+                },
+            )
+        ),
+        None,
+    ),
+    (
+        "gpu-workloads-have-gpu-limits",
+        "TrainJob asking GPUs per node as requests only",
+        with_resources(
+            synthetic(
+                "kubernetes:trainer.kubeflow.org/v1alpha1:TrainJob",
+                "train",
+                {"kind": "TrainJob", "spec": {"trainer": {"resourcesPerNode": {"requests": {"nvidia.com/gpu": 2}}}}},
+            )
+        ),
+        "train: spec.trainer.resourcesPerNode: requests nvidia.com/gpu: 2 without the same limit",
+    ),
+    (
+        "gpu-workloads-have-gpu-limits",
         "request without limit",
         with_resources(workload("Deployment", {"containers": [container(requests={"nvidia.com/gpu": 1})]})),
         "requests nvidia.com/gpu: 1 without the same limit",
