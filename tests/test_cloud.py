@@ -41,9 +41,9 @@ def existing(provider: str, **gpu: Any) -> tuple[dict[str, Any], list[str]]:
     return values, ["cluster"]
 
 
-# (mode/provider, gpuOperator settings, operator driver.enabled, a CNI release)
+# (provider, gpuOperator settings, operator driver.enabled, a CNI release); kubeadm clusters decide the
+# driver from the GPU preflight on the nodes, not from provider defaults.
 DRIVER_CASES = [
-    ("kubeadm", {}, True, True),
     ("generic", {}, True, False),
     ("gke", {}, False, False),
     ("eks", {}, False, False),
@@ -55,11 +55,7 @@ DRIVER_CASES = [
 
 @pytest.mark.parametrize(("where", "gpu", "driver_enabled", "cni"), DRIVER_CASES)
 def test_provider_defaults_reach_the_releases(run_stack, where, gpu, driver_enabled, cni) -> None:
-    if where == "kubeadm":
-        values, secret = stack_values("onprem")
-        values["gpuOperator"] = {**values.get("gpuOperator", {}), **gpu}
-    else:
-        values, secret = existing(where, **gpu)
+    values, secret = existing(where, **gpu)
     run = run_stack("defaults", values=values, secret=secret)
     releases = {r.raw_inputs["name"]: r for r in run.of_type(RELEASE)}
     assert releases["gpu-operator"].raw_inputs["values"]["driver"]["enabled"] is driver_enabled
@@ -112,10 +108,17 @@ def test_platform_stack_reads_the_kubeconfig_from_the_cluster_stack(run_stack) -
         assert release.options["provider"].startswith(provider.urn), release.name
 
 
+CLUSTER_SECTIONS = {"kubernetesVersion", "cluster", "ssh", "nodes", "kubelet", "containerd"}
+
+
 def test_cluster_stack_of_the_split_holds_nodes_and_cni_only(run_stack) -> None:
     values, secret = stack_values("onprem")
-    for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage"):
-        values[layer] = {"enabled": False}
+    # Every platform section off: layers by their `enabled` switch, anything else (example workloads) left out.
+    for section in set(values) - CLUSTER_SECTIONS:
+        if isinstance(values[section], dict) and "enabled" in values[section]:
+            values[section] = {"enabled": False}
+        else:
+            del values[section]
     run = run_stack("nodes", values=values, secret=secret)
     assert [r.raw_inputs["name"] for r in run.of_type(RELEASE)] == ["tigera-operator"]
     assert run.of_type(COMMAND)
