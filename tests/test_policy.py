@@ -354,3 +354,10 @@ def test_offline_policy_cli(tmp_path) -> None:
     assert "FAIL kubelet-thresholds-sane: " in failing.stdout
     assert "cp-1-kubeadm-init: image GC high threshold 97%" in failing.stdout
     assert "ok   ssh-host-keys-pinned" in failing.stdout
+    advisory = tmp_path / "policy-config.json"
+    advisory.write_text(
+        '{"kubelet-thresholds-sane": "advisory", "chart-versions-pinned": {"enforcementLevel": "disabled"}}'
+    )
+    reported = policy_cli("--stack-file", str(bad), "--config", str(advisory))
+    assert reported.returncode == 0 and "FAIL kubelet-thresholds-sane: " in reported.stdout
+    assert "chart-versions-pinned" not in reported.stdout

@@ -217,13 +217,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     pack_config = json.loads(args.config.read_text()) if args.config else {}
     resources = program_resources(config, secret_keys, stack=stack)
-    outcomes = {
-        name: evaluate(policy, resources, pack_config.get(name) if isinstance(pack_config.get(name), dict) else None)
-        for name, policy in pack_policies().items()
-    }
+    outcomes: dict[str, Outcome] = {}
+    blocking = False
+    for name, policy in pack_policies().items():
+        # As --policy-pack-config reads it: "name": "advisory" or {"enforcementLevel": ..., properties...}.
+        entry = pack_config.get(name, pack_config.get("all"))
+        properties = {k: v for k, v in entry.items() if k != "enforcementLevel"} if isinstance(entry, dict) else None
+        level = entry.get("enforcementLevel") if isinstance(entry, dict) else entry
+        if level == "disabled":
+            continue
+        outcomes[name] = evaluate(policy, resources, properties)
+        blocking = blocking or (level != "advisory" and bool(outcomes[name].violations))
     print(f"policy pack {POLICY_PACK.name}/ on stack {stack} ({len(resources)} resources):")
     print(report(outcomes))
-    return 1 if any(o.violations for o in outcomes.values()) else 0
+    return 1 if blocking else 0
 
 
 if __name__ == "__main__":
