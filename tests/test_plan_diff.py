@@ -170,6 +170,13 @@ def test_inputs_under_ignore_changes_do_not_rerun() -> None:
     ]
 
 
+def test_values_known_only_during_up_say_so() -> None:
+    old = base_plan()
+    new = copy.deepcopy(old)
+    edit(RELEASE, "gpu-operator", lambda r: r["inputs"]["values"].update(driver={"enabled": "[computed]"}))(new)
+    assert "values ~ driver.enabled: true -> (known only during up)" in render(diff_plans(old, new))
+
+
 def test_script_lines_are_shown_for_a_rerun() -> None:
     old = base_plan()
     new = copy.deepcopy(old)

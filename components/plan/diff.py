@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..render.shell import script_of_command
+from .engine import COMPUTED
 
 COMMAND = "command:remote:Command"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -100,6 +101,8 @@ class PlanDiff:
 
 
 def _show(value: Any) -> str:
+    if value == COMPUTED:
+        return "(known only during up)"
     return value if isinstance(value, str) and "\n" not in value else json.dumps(value, sort_keys=True)
 
 
