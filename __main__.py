@@ -32,7 +32,7 @@ provider = cluster.provider
 
 # 2. Networking, so nodes become Ready (kubeadm clusters only; managed clusters bring their own).
 base: list[pulumi.Resource] = []
-if spec.cluster.mode == "kubeadm" and spec.cluster.cni != "none":
+if spec.cluster.defaults.installs_cni and spec.cluster.cni != "none":
     base = [Cni(spec, provider)]
 
 # 3. Big images: peer-to-peer layers and pre-pulls, as early as the nodes are up.

@@ -221,3 +221,14 @@ def toleration_of(taint: str) -> dict[str, str]:
     parsed = parse_taint(taint)
     operator = {"operator": "Equal", "value": parsed["value"]} if "value" in parsed else {"operator": "Exists"}
     return {"key": parsed["key"], **operator, "effect": parsed["effect"]}
+
+
+_STACK_PART = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def stack_reference(value: str) -> str | None:
+    """A fully qualified stack name, as StackReference takes it: organization/project/stack."""
+    parts = value.split("/")
+    if len(parts) != 3 or not all(_STACK_PART.match(part) for part in parts):
+        return "is not a stack name of the form organization/project/stack (e.g. acme/mlcluster-nodes/prod)"
+    return None

@@ -16,8 +16,9 @@ from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
+from .providers import ClusterDefaults, cluster_defaults
 from .schema import Problems, Secret, join_path, setting
-from .serving import KserveSpec
+from .serving import KserveSpec, validate_serving_on_cluster
 from .storage import StorageSpec
 from .training import KubeflowSpec
 from .workloads import WorkloadsSpec, validate_training
@@ -27,6 +28,8 @@ Role = Literal["control-plane", "worker"]
 DEFAULT_KUBERNETES_VERSION = "1.34.2"
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 GPU_MODEL_LABEL = "mlcluster.io/gpu-model"
+GPU_COUNT_LABEL = "mlcluster.io/gpu-count"
+"""GPUs in the node, so GPU inventory (Kueue quotas, the policy pack) can be read off the node labels."""
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,31 @@ class ClusterSpec:
         None, secret=True, doc="Admin kubeconfig of an existing cluster (mode `existing`; secret)."
     )
     provider: Literal["generic", "gke", "eks", "aks"] = setting(
-        "generic", doc="Managed provider of an existing cluster, for provider-aware defaults."
+        "generic", doc="Managed provider of an existing cluster, for provider-aware defaults (docs/cloud.md)."
     )
+    kubeconfig_from: str | None = setting(
+        None,
+        doc="Mode `existing`: read the kubeconfig from another stack's output (StackReference"
+        " `organization/project/stack`) instead of `kubeconfig`; the two-stack split in docs/cloud.md.",
+        check=checks.stack_reference,
+    )
+    kubeconfig_output: str = setting("kubeconfig", doc="Name of that stack's kubeconfig output.")
+
+    @property
+    def defaults(self) -> ClusterDefaults:
+        """What this cluster brings with it (driver, CNI, taints, metrics-server...): read by the layers."""
+        return cluster_defaults(self.mode, self.provider)
 
     def validate(self, path: str, problems: Problems) -> None:
-        if self.mode == "existing" and self.kubeconfig is None:
-            problems.error(join_path(path, "kubeconfig"), "is required when mode is existing")
+        if self.mode == "existing" and self.kubeconfig is None and self.kubeconfig_from is None:
+            problems.error(
+                join_path(path, "kubeconfig"),
+                "is required when mode is existing (or kubeconfigFrom: organization/project/stack)",
+            )
+        if self.kubeconfig is not None and self.kubeconfig_from is not None:
+            problems.error(join_path(path, "kubeconfigFrom"), "is set together with kubeconfig: give only one")
+        if self.mode == "kubeadm" and self.kubeconfig_from is not None:
+            problems.error(join_path(path, "kubeconfigFrom"), "only applies when mode is existing")
         pod = self.pod_cidr and not checks.cidr(self.pod_cidr)
         svc = self.service_cidr and not checks.cidr(self.service_cidr)
         if pod and svc:
@@ -185,6 +207,16 @@ class Spec:
             self._validate_spegel(problems)
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+        node_gpus = [n.gpu.count for n in self.nodes if n.gpu is not None]
+        team_namespaces = [t.queue_namespace for t in self.kueue.teams] if self.kueue.enabled else []
+        validate_serving_on_cluster(
+            self.kserve,
+            cluster_mode=self.cluster.mode,
+            provider=self.cluster.provider,
+            node_gpus=node_gpus,
+            team_namespaces=team_namespaces,
+            problems=problems,
+        )
         if self.kueue.enabled:
             check_inventory(self, problems)
         validate_training(self, problems)

@@ -2,6 +2,7 @@
 
     python -m components.plan --stack onprem --out build/onprem
     python -m components.plan --stack-file path/to/Pulumi.mystack.yaml --out build/mystack
+    python -m components.plan --stack onprem --out build/new --compare build/old   (what changes, per node/release)
 
 Exit 0 with the plan written; exit 2 with the validation report when the config is invalid.
 Secrets are never written: they appear as "[secret]", values known only after apply as "[computed]".
@@ -19,6 +20,7 @@ from ..config.load import read_stack_file, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
 from ..config.spec import Spec
 from ..render.kubelet_placement import spec_warnings
+from .diff import diff_plans, load_plan, render
 from .engine import PROJECT_ROOT, run_program
 from .writer import write_plan
 
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
     source.add_argument("--stack-file", type=Path, help="any stack file")
     parser.add_argument("--out", type=Path, help="output folder (default build/<stack>)")
+    parser.add_argument("--compare", type=Path, help="earlier plan folder (or plan.json): print what changes")
     args = parser.parse_args(argv)
 
     path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
@@ -59,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     out = args.out or PROJECT_ROOT / "build" / stack
+
+    if args.compare is not None and not (args.compare / "plan.json").is_file() and not args.compare.is_file():
+        print(f"error: {args.compare} holds no plan.json to compare with", file=sys.stderr)
+        return 2
+    # Read before writing: --compare may name the folder --out replaces.
+    earlier = load_plan(args.compare) if args.compare is not None else None
 
     started = time.perf_counter()
     config, secret_keys = read_stack_file(path)
@@ -73,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(text)
     print(f"\nwrote {out}/plan.json and review files in {elapsed:.2f}s")
+    if earlier is not None:
+        print("\n" + render(diff_plans(earlier, load_plan(out)), f"changes since {args.compare}"))
     return 0
 
 

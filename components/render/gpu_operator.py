@@ -8,8 +8,9 @@ from .helm import ChartRelease
 
 def gpu_operator_release(spec: Spec) -> ChartRelease:
     gpu = spec.gpu_operator
+    driver = spec.cluster.defaults.gpu_driver if gpu.driver == "auto" else gpu.driver
     values: dict[str, object] = {
-        "driver": {"enabled": gpu.driver != "preinstalled"},
+        "driver": {"enabled": driver != "preinstalled"},
         "toolkit": {"enabled": True},
         "mig": {"strategy": gpu.mig_strategy},
         "dcgmExporter": {"enabled": gpu.dcgm_exporter},
