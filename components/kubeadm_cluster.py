@@ -13,10 +13,10 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .control_plane import FirstControlPlane
+from .kubelet_restarts import KubeletRestarts
 from .node_join import NodeJoin
 from .node_prep import NodePrep
 from .render.kubelet_placement import spec_warnings
-from .render.tuning_steps import restart_batches
 
 
 class KubeadmCluster(pulumi.ComponentResource):
@@ -28,13 +28,7 @@ class KubeadmCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         for warning in spec_warnings(spec):
             pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
-        # Tuning restarts containerd/kubelet: batch k waits for batch k-1, never every node at once.
-        prepared: dict[str, NodePrep] = {}
-        previous_batch: list[pulumi.Resource] = []
-        for batch in restart_batches(spec):
-            for node in batch:
-                prepared[node.name] = NodePrep(spec, node, opts=child, restart_after=previous_batch)
-            previous_batch = [prepared[node.name].tuning for node in batch]
+        prepared = {node.name: NodePrep(spec, node, opts=child) for node in spec.nodes}
 
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name].ready, opts=child)
@@ -56,6 +50,9 @@ class KubeadmCluster(pulumi.ComponentResource):
             last_credentials = join.credentials
             if node.is_control_plane:
                 last_control_plane_join = join.join
+
+        # Day-2 tuning changes restart containerd/kubelet batch by batch, once each node is in the cluster.
+        KubeletRestarts(spec, {first.name: control_plane.init, **{n: j.join for n, j in joins.items()}}, opts=child)
 
         self.kubeconfig = control_plane.kubeconfig
         self.provider = k8s.Provider(

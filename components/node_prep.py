@@ -11,15 +11,12 @@ from .config.spec import NodeSpec, Spec
 from .node_command import step_command
 from .render.node_steps import prepare_steps
 from .render.shell import NodeStep
-from .render.tuning_steps import TUNING_STEP
 
 
 class NodePrep(pulumi.ComponentResource):
     """Runs a node's steps in order; `ready` is the last one, for whatever must wait for the node."""
 
     ready: remote.Command
-    tuning: remote.Command
-    """The step that restarts containerd/kubelet when tuning changes: the next restart batch waits for it."""
 
     def __init__(
         self,
@@ -27,18 +24,13 @@ class NodePrep(pulumi.ComponentResource):
         node: NodeSpec,
         extra_steps: Sequence[NodeStep] = (),
         opts: pulumi.ResourceOptions | None = None,
-        *,
-        restart_after: Sequence[pulumi.Resource] = (),
     ) -> None:
         super().__init__("mlcluster:node_prep:NodePrep", node.name, None, opts)
         previous: list[pulumi.Resource] = []
         commands: list[remote.Command] = []
         # Names carry no position: inserting a step later must not rename (and so replace) the ones after it.
         for step in [*prepare_steps(spec, node), *extra_steps]:
-            after = [*previous, *restart_after] if step.name == TUNING_STEP else previous
-            command = step_command(f"{node.name}-{step.name}", spec, node, step, parent=self, depends_on=after)
-            if step.name == TUNING_STEP:
-                self.tuning = command
+            command = step_command(f"{node.name}-{step.name}", spec, node, step, parent=self, depends_on=previous)
             commands.append(command)
             previous = [command]
         self.ready = commands[-1]

@@ -12,11 +12,11 @@ from .conftest import stack_values
 COMMAND = "command:remote:Command"
 
 
-def tuning_dependencies(run) -> dict[str, set[str]]:
-    """For each node's kubelet-tuning step, the other nodes whose tuning it waits for."""
-    tuning = {r.urn: r for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-tuning")}
-    node_of = {urn: r.name.removesuffix("-kubelet-tuning") for urn, r in tuning.items()}
-    return {node_of[urn]: {node_of[d] for d in r.depends_on if d in node_of} for urn, r in tuning.items()}
+def restart_dependencies(run) -> dict[str, set[str]]:
+    """For each node's kubelet-restart step, the other nodes whose restart it waits for."""
+    restarts = {r.urn: r for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
+    node_of = {urn: r.name.removesuffix("-kubelet-restart") for urn, r in restarts.items()}
+    return {node_of[urn]: {node_of[d] for d in r.depends_on if d in node_of} for urn, r in restarts.items()}
 
 
 @pytest.mark.parametrize(
@@ -33,13 +33,28 @@ def test_each_batch_waits_for_the_whole_previous_batch(run_stack, restart, expec
     values, secret = stack_values("onprem")
     values = copy.deepcopy(values)
     values["kubelet"]["restart"] = restart
-    waits = tuning_dependencies(run_stack(values=values, secret=secret))
+    run = run_stack(values=values, secret=secret)
+    waits = restart_dependencies(run)
     assert sorted(waits) == sorted(n for batch in expected_batches for n in batch)
     previous: list[str] = []
     for batch in expected_batches:
         for node in batch:
             assert waits[node] == set(previous), f"{node} waits for {waits[node]}, expected {previous}"
         previous = batch
+    # Each restart waits for its node to be in the cluster (init or join, after the node's tuning).
+    assert run.urn_of("cp-1-kubeadm-init") in run.named("cp-1-kubelet-restart").depends_on
+    assert run.urn_of("gpu-4-kubeadm-join") in run.named("gpu-4-kubelet-restart").depends_on
+
+
+def test_day_one_is_not_batched_one_node_does_not_hold_back_another(run_stack) -> None:
+    run = run_stack("onprem")
+    tuning = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-tuning")}
+    restarts = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
+    for resource in run.of_type(COMMAND):
+        if resource.name.endswith(("-kubelet-tuning", "-kubeadm-join")):
+            node = resource.name.rsplit("-kube", 1)[0]
+            others = {u for u in tuning | restarts if f"::{node}-kube" not in u}
+            assert not others & set(resource.depends_on), f"{resource.name} waits for another node's tuning"
 
 
 def test_preview_warns_through_the_engine_when_containerd_cannot_honour_the_deadline(run_stack, caplog) -> None:

@@ -16,7 +16,7 @@ import yaml
 
 from components.config.load import spec_from_values
 from components.config.spec import Spec
-from components.render.tuning_steps import image_disk_step, tuning_step
+from components.render.tuning_steps import PENDING_RESTARTS, image_disk_step, restart_step, tuning_step
 
 from .node_sandbox import Node
 from .upstream import containerd_errors, kubelet_errors
@@ -46,6 +46,22 @@ def tune(node: Node, spec: Spec) -> list[str]:
     return result.stdout.splitlines()
 
 
+def restart(node: Node, spec: Spec) -> list[str]:
+    result = node.run(restart_step(spec, spec.nodes[0]).script)
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result.stdout.splitlines()
+
+
+def apply(node: Node, spec: Spec) -> list[str]:
+    """What `up` runs on a node of the cluster: its tuning, later (in its batch) its restart step."""
+    return tune(node, spec) + restart(node, spec)
+
+
+def join(node: Node) -> None:
+    """The node is now in the cluster (kubeadm wrote its kubelet.conf)."""
+    node.write("/etc/kubernetes/kubelet.conf", "apiVersion: v1\nkind: Config\n")
+
+
 def test_sandbox_runs_as_root_in_its_own_mount_namespace(tmp_path) -> None:
     node = Node(tmp_path)
     result = node.run('[ "$(id -u)" = 0 ] && echo probe >/etc/probe && [ -b /dev/sdz ] && echo ok', ("/dev/sdz",))
@@ -60,29 +76,38 @@ def test_flags_line_is_exact_other_lines_survive_and_rerun_restarts_nothing(tmp_
     node.write(node.env_file, other)
     spec = cluster()
 
+    # Day 1, before join: containerd restarts at once (nothing runs yet), kubeadm will start the kubelet.
     first = tune(node, spec)
     expected = other.replace("KUBELET_EXTRA_ARGS=\n", EXACT_LINE + "\n")
     assert node.read(node.env_file) == expected
-    assert node.count(*RESTART_KUBELET) == 1 and node.count(*RESTART_CONTAINERD) == 1
-    assert ["systemctl", "daemon-reload"] in node.calls()
+    assert node.count(*RESTART_KUBELET) == 0 and node.count(*RESTART_CONTAINERD) == 1
+    assert ["systemctl", "daemon-reload"] in node.calls() and not node.exists(PENDING_RESTARTS)
     assert any(line.startswith("changed: ") and EXACT_LINE in line for line in first)
 
-    second = tune(node, spec)
+    join(node)
+    second = apply(node, spec)
     assert node.read(node.env_file) == expected
-    assert node.count(*RESTART_KUBELET) == 1 and node.count(*RESTART_CONTAINERD) == 1
+    assert node.count(*RESTART_KUBELET) == 0 and node.count(*RESTART_CONTAINERD) == 1
     assert second and all(line.startswith("ok: ") for line in second), second
 
 
 def test_changing_a_threshold_restarts_the_kubelet_once_and_not_containerd(tmp_path) -> None:
     node = Node(tmp_path)
     tune(node, cluster())
-    tune(node, cluster(kubelet={"imageGCLowThresholdPercent": 65}))
+    join(node)
+    changed = cluster(kubelet={"imageGCLowThresholdPercent": 65})
+    tune(node, changed)
+    # The tuning only marks the restart: the node's batch does it.
+    assert node.count(*RESTART_KUBELET) == 0 and node.read(PENDING_RESTARTS) == "kubelet\n"
     assert node.read(node.env_file) == (
         'KUBELET_EXTRA_ARGS="--image-gc-low-threshold 65 --image-gc-high-threshold 80"\n'
     )
-    assert node.count(*RESTART_KUBELET) == 2 and node.count(*RESTART_CONTAINERD) == 1
-    tune(node, cluster(kubelet={"imageGCLowThresholdPercent": 65}))
-    assert node.count(*RESTART_KUBELET) == 2
+    lines = restart(node, changed)
+    assert node.count(*RESTART_KUBELET) == 1 and node.count(*RESTART_CONTAINERD) == 1
+    assert node.calls("systemctl")[-2:] == [["systemctl", "daemon-reload"], ["systemctl", "restart", "kubelet"]]
+    assert lines[-1].startswith("changed: kubelet restarted") and not node.exists(PENDING_RESTARTS)
+    again = apply(node, changed)
+    assert node.count(*RESTART_KUBELET) == 1 and all(line.startswith("ok: ") for line in again), again
 
 
 def test_foreign_flags_are_kept_and_stale_managed_flags_replaced(tmp_path) -> None:
@@ -120,10 +145,27 @@ def test_pull_deadline_change_restarts_containerd_only(tmp_path) -> None:
     config = tomllib.loads(node.read("/etc/containerd/config.toml"))
     assert config["plugins"]["io.containerd.grpc.v1.cri"]["image_pull_progress_timeout"] == "30m"
     assert containerd_errors(config, 2) == []
-    tune(node, cluster(kubelet={"imagePullProgressDeadline": "45m"}))
+    join(node)
+    apply(node, cluster(kubelet={"imagePullProgressDeadline": "45m"}))
     config = tomllib.loads(node.read("/etc/containerd/config.toml"))
     assert config["plugins"]["io.containerd.grpc.v1.cri"]["image_pull_progress_timeout"] == "45m"
-    assert node.count(*RESTART_CONTAINERD) == 2 and node.count(*RESTART_KUBELET) == 1
+    assert node.count(*RESTART_CONTAINERD) == 2 and node.count(*RESTART_KUBELET) == 0
+
+
+def test_restart_step_restarts_containerd_before_the_kubelet_and_only_what_was_marked(tmp_path) -> None:
+    node = Node(tmp_path)
+    spec = cluster()
+    assert restart(node, spec) == [
+        f"ok: no restart pending (tuning {restart_step(spec, spec.nodes[0]).settings['TUNING_DIGEST']})"
+    ]
+    node.write(PENDING_RESTARTS, "kubelet\ncontainerd\n")
+    restart(node, spec)
+    restarts = [c for c in node.calls("systemctl") if c[1] == "restart"]
+    assert restarts == [["systemctl", "restart", "containerd"], ["systemctl", "restart", "kubelet"]]
+    assert (
+        restart_step(cluster(kubelet={"imageGCLowThresholdPercent": 65}), spec.nodes[0]).script
+        != restart_step(spec, spec.nodes[0]).script
+    ), "the restart step must change (and so run again) when the tuning changes"
 
 
 def test_containerd_2_gets_config_v3_and_1_6_a_warning_instead_of_the_deadline(tmp_path) -> None:
@@ -161,16 +203,17 @@ def test_from_1_30_settings_go_to_a_drop_in_and_the_line_points_at_it(tmp_path) 
     assert kubelet_errors(drop_in) == []
     assert drop_in["imageGCLowThresholdPercent"] == 70 and drop_in["maxParallelImagePulls"] == 3
     assert drop_in["serializeImagePulls"] is False and drop_in["cpuManagerPolicy"] == "static"
-    assert node.count(*RESTART_KUBELET) == 1
+    assert node.count(*RESTART_KUBELET) == 0 and not node.exists(PENDING_RESTARTS)
 
 
 def test_cpu_manager_checkpoint_of_another_policy_is_removed_before_the_restart(tmp_path) -> None:
     node = Node(tmp_path)
     tune(node, cluster("1.34.2"))
+    join(node)
     node.write("/var/lib/kubelet/cpu_manager_state", '{"policyName":"none","defaultCpuSet":"","checksum":1}')
-    tune(node, cluster("1.34.2", kubelet={"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"}}))
+    apply(node, cluster("1.34.2", kubelet={"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"}}))
     assert not node.exists("/var/lib/kubelet/cpu_manager_state")
-    assert node.count(*RESTART_KUBELET) == 2
+    assert node.count(*RESTART_KUBELET) == 1
 
 
 def disk_step(device: str = "/dev/nvme1n1") -> str:

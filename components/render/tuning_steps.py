@@ -1,12 +1,15 @@
 """The image-disk and kubelet-tuning node steps, and the batches in which nodes restart, as pure data.
 
 kubelet-tuning runs on day 1 (before join) and on every later change: it rewrites containerd's config and the
-kubelet's settings and restarts a service only when its own input changed. Restarts go in batches (control
-planes first, then workers); the components chain batch k after batch k-1 so never all nodes restart at once.
+kubelet's settings and marks a service for restart only when its own input changed (before join it restarts
+containerd itself: nothing runs there yet). kubelet-restart, after join, restarts what was marked, in batches
+(control planes first, then workers): the components chain batch k after batch k-1, never all nodes at once.
+Day 1 is not batched, so one broken node does not hold the others back from joining.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 from ..config.kubelet import KubeletSpec, effective_kubelet
@@ -24,6 +27,8 @@ from .shell import NodeStep, render_script
 
 IMAGE_DISK_STEP = "image-disk"
 TUNING_STEP = "kubelet-tuning"
+RESTART_STEP = "kubelet-restart"
+PENDING_RESTARTS = "/var/lib/mlcluster/pending-restarts"
 
 
 def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:
@@ -61,12 +66,28 @@ def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
         "MANAGED_FLAGS": " ".join(MANAGED_FLAGS),
         "KUBELET_DROP_IN_FILE": DROP_IN_FILE,
         "KUBELET_DROP_IN": yaml_text.dump(drop_in) if drop_in else "",
-        "CPU_MANAGER_POLICY": tuning.cpu_manager_policy,
+        "PENDING_RESTARTS": PENDING_RESTARTS,
     }
     return NodeStep(
         name=TUNING_STEP,
         title="Tune containerd and the kubelet for ML images (restart only what changed)",
         script=render_script(TUNING_STEP, settings),
+        settings=settings,
+    )
+
+
+def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    """Restart what this node's tuning marked; its text changes with the tuning, so it runs again after it."""
+    digest = hashlib.sha256(tuning_step(spec, node).script.encode()).hexdigest()[:16]
+    settings = {
+        "TUNING_DIGEST": digest,
+        "PENDING_RESTARTS": PENDING_RESTARTS,
+        "CPU_MANAGER_POLICY": node_tuning(spec, node).cpu_manager_policy,
+    }
+    return NodeStep(
+        name=RESTART_STEP,
+        title="Restart containerd/kubelet where tuning changed, in this node's batch",
+        script=render_script(RESTART_STEP, settings),
         settings=settings,
     )
 

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Step: containerd's config and the kubelet's settings for ML images, day 1 and every later change.
-# containerd restarts only when its config changed; the kubelet (daemon-reload + restart) only when its
-# KUBELET_EXTRA_ARGS line or its drop-in changed. Other lines of the kubelet env file and flags mlcluster
-# does not manage are kept. Nodes run this step in batches, so restarts never hit every node at once.
+# Only what changed is marked for a restart: containerd when its config changed, the kubelet when its
+# KUBELET_EXTRA_ARGS line or its drop-in changed. Before the node is in the cluster nothing runs on it, so
+# containerd restarts right away (kubeadm starts the kubelet); on a member the kubelet-restart step restarts
+# in batches. Other lines of the kubelet env file, and flags mlcluster does not manage, are kept.
 set -euo pipefail
 : "${CONTAINERD_CONFIG_1_6:?}" "${CONTAINERD_CONFIG_1_7:?}" "${CONTAINERD_CONFIG_2:?}" "${CONTAINERD_EXPECTED:?}"
 : "${PULL_DEADLINE:?}" "${KUBELET_FLAGS?}" "${MANAGED_FLAGS:?}" "${KUBELET_DROP_IN_FILE:?}" "${KUBELET_DROP_IN?}"
-: "${CPU_MANAGER_POLICY:?}"
+: "${PENDING_RESTARTS:?}"
 detect_os
+# A member (day 2) keeps running until its batch restarts it; before join nothing runs here yet.
+member=false
+[ -f /etc/kubernetes/kubelet.conf ] && member=true
+mark_restart() {
+  mkdir -p "$(dirname "$PENDING_RESTARTS")"
+  grep -qsx "$1" "$PENDING_RESTARTS" || printf '%s\n' "$1" >>"$PENDING_RESTARTS"
+}
 
 # --- containerd ---------------------------------------------------------------------------------------
 command -v containerd >/dev/null 2>&1 || die "containerd is not installed (the containerd step runs first)"
@@ -40,10 +48,15 @@ fi
 
 mkdir -p /etc/containerd/conf.d
 if write_if_changed /etc/containerd/config.toml "$config"; then
-  systemctl restart containerd
-  changed "/etc/containerd/config.toml written for containerd $version; containerd restarted"
+  if [ "$member" = true ]; then
+    mark_restart containerd
+    changed "/etc/containerd/config.toml written for containerd $version; containerd restarts in its batch"
+  else
+    systemctl restart containerd
+    changed "/etc/containerd/config.toml written for containerd $version; containerd restarted (not in the cluster yet)"
+  fi
 else
-  ok "/etc/containerd/config.toml up to date for containerd $version (containerd not restarted)"
+  ok "/etc/containerd/config.toml up to date for containerd $version"
 fi
 
 # --- kubelet ------------------------------------------------------------------------------------------
@@ -117,14 +130,13 @@ elif [ -f "$KUBELET_DROP_IN_FILE" ]; then
 fi
 
 if [ "$kubelet_changed" = true ]; then
-  # The kubelet refuses to start when its CPU manager checkpoint names another policy.
-  state=/var/lib/kubelet/cpu_manager_state
-  if [ -f "$state" ] && ! grep -q "\"policyName\":\"$CPU_MANAGER_POLICY\"" "$state"; then
-    rm -f "$state"
-    changed "$state removed (CPU manager policy is now $CPU_MANAGER_POLICY)"
+  systemctl daemon-reload
+  if [ "$member" = true ]; then
+    mark_restart kubelet
+    changed "kubelet restarts in its batch"
+  else
+    changed "kubelet settings in place before kubeadm starts the kubelet"
   fi
-  systemctl daemon-reload && systemctl restart kubelet
-  changed "kubelet restarted"
 else
-  ok "kubelet settings unchanged (kubelet not restarted)"
+  ok "kubelet settings unchanged"
 fi
