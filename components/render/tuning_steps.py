@@ -31,6 +31,10 @@ RESTART_STEP = "kubelet-restart"
 PENDING_RESTARTS = "/var/lib/mlcluster/pending-restarts"
 
 
+def _node_step(name: str, title: str, settings: dict[str, str]) -> NodeStep:
+    return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings)
+
+
 def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:
     return effective_kubelet(spec.kubelet, node.kubelet)
 
@@ -47,9 +51,7 @@ def image_disk_step(node: NodeSpec) -> NodeStep | None:
         "IMAGE_DISK_MOUNT": disk.mount_point,
     }
     title = f"Image disk {disk.device} on {disk.mount_point}" if disk.device else f"Image directory {disk.path}"
-    return NodeStep(
-        name=IMAGE_DISK_STEP, title=title, script=render_script(IMAGE_DISK_STEP, settings), settings=settings
-    )
+    return _node_step(IMAGE_DISK_STEP, title, settings)
 
 
 def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
@@ -68,12 +70,7 @@ def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
         "KUBELET_DROP_IN": yaml_text.dump(drop_in) if drop_in else "",
         "PENDING_RESTARTS": PENDING_RESTARTS,
     }
-    return NodeStep(
-        name=TUNING_STEP,
-        title="Tune containerd and the kubelet for ML images (restart only what changed)",
-        script=render_script(TUNING_STEP, settings),
-        settings=settings,
-    )
+    return _node_step(TUNING_STEP, "Tune containerd and the kubelet for ML images (mark what changed)", settings)
 
 
 def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
@@ -84,12 +81,7 @@ def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
         "PENDING_RESTARTS": PENDING_RESTARTS,
         "CPU_MANAGER_POLICY": node_tuning(spec, node).cpu_manager_policy,
     }
-    return NodeStep(
-        name=RESTART_STEP,
-        title="Restart containerd/kubelet where tuning changed, in this node's batch",
-        script=render_script(RESTART_STEP, settings),
-        settings=settings,
-    )
+    return _node_step(RESTART_STEP, "Restart containerd/kubelet where tuning changed, in this node's batch", settings)
 
 
 def _batch_size(max_unavailable: str, total: int) -> int:
