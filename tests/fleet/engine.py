@@ -24,6 +24,7 @@ What it does, and where it differs from a real `pulumi up` (documented so no tes
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import shlex
@@ -293,6 +294,10 @@ class FleetEngine:
         started = time.monotonic()
         program: ProgramRun | None = None
         error: BaseException | None = None
+        # Garbage collection only in this thread: a failed run leaves futures whose finalizers log their
+        # exceptions; formatted concurrently from worker threads, Python 3.11's traceback carets (ast.parse)
+        # corrupt the AST recursion counter and every later ast.parse in the process fails (SystemError).
+        gc.disable()
         try:
             program = run_program(
                 config,
@@ -305,6 +310,9 @@ class FleetEngine:
             )
         except Exception as exc:
             error = exc
+        finally:
+            gc.enable()
+            gc.collect()
         run = FleetRun(program=program, error=error, steps=steps, wall_seconds=0.0)
         recorded = {r.urn: r for r in monitors[0].recorded} if monitors else {}
         if error is None:

@@ -129,7 +129,7 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
             for c in new
             if (c["tool"], c["argv"][0]) in {("systemctl", "restart"), ("systemctl", "enable"), ("systemctl", "start")}
             or (c["tool"], c["argv"][0]) in {("apt-get", "install"), ("apt-get", "update"), ("apt-mark", "hold")}
-            or (c["tool"] == "kubeadm" and c["argv"][0] in ("init", "join", "reset"))
+            or (c["tool"] == "kubeadm" and c["argv"][0] in ("init", "join", "reset", "token"))
             or c["tool"] in ("modprobe", "swapoff", "gpg", "curl")
             or c["argv"][:1] == ["--system"]
         ]
