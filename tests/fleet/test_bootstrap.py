@@ -109,6 +109,9 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
     kubeconfig = yaml.safe_load(first.program.outputs["kubeconfig"].value)
     assert first.program.outputs["kubeconfig"].secret
     assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://{hosts['cp-1'].address}:6443"
+    # The admin kubeconfig flowed from the control plane into the provider the platform layers use.
+    (provider,) = [r for r in first.program.resources if r.type == "pulumi:providers:kubernetes"]
+    assert provider.raw_inputs["kubeconfig"].strip() == hosts["cp-1"].read("/etc/kubernetes/admin.conf").strip()
     # Independent hosts prepare at the same time: the three os steps overlap.
     os_steps = [first.step(f"{n}-os") for n in ("cp-1", "w-1", "w-2")]
     assert max(s.started for s in os_steps) < min(s.ended for s in os_steps)
@@ -258,6 +261,13 @@ def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
     direct, secret = hosts.stack_values([hosts["cp-1"].node("control-plane")])
     refused = fleet_engine.up(direct, secret)
     assert refused.error is not None and "cp-1-os" in str(refused.error), "cp-1 accepted a session without the bastion"
+
+    wrong_pin, secret = hosts.stack_values(
+        [hosts["cp-1"].node("control-plane")],
+        ssh={"bastion": {"host": bastion.address, "hostKey": hosts["cp-1"].host_key}},
+    )
+    impostor = fleet_engine.up(wrong_pin, secret)
+    assert impostor.error is not None and "Host key verification failed" in str(impostor.error)
 
     values, secret = hosts.stack_values(
         [hosts["cp-1"].node("control-plane")],
