@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
 from components.plan.writer import write_plan
 
 from ..conftest import load_spec
@@ -102,8 +103,10 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
         assert host.exists("/sys/module/br_netfilter") and host.exists("/etc/kubernetes/kubelet.conf")
         config = host.read("/etc/containerd/config.toml")
         assert "version = 2" in config and "SystemdCgroup = true" in config
-        # Every preparation step is one SSH session.
+        # Every preparation step is one SSH session; sshd's own log agrees with the session recorder.
         assert all(sessions_per_step(host)[step] == 1 for step in PREPARE), sessions_per_step(host)
+        accepted = (host.dir / "sshd.log").read_text().count("Accepted publickey")
+        assert accepted == sum(sessions_per_step(host).values())
     assert len(calls(hosts["cp-1"], "kubeadm", "init")) == 1
     assert [len(calls(hosts[w], "kubeadm", "join")) for w in ("w-1", "w-2")] == [1, 1]
     kubeconfig = yaml.safe_load(first.program.outputs["kubeconfig"].value)
@@ -156,7 +159,11 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     )
     endpoint = "k8s-api.fleet.test:6443"
     nodes = [hosts[n].node("control-plane") for n in ("cp-1", "cp-2", "cp-3")]
-    nodes += [hosts[n].node(taints=["dedicated=batch:NoSchedule"] if n == "w-3" else []) for n in ("w-1", "w-2", "w-3")]
+    nodes += [
+        hosts["w-1"].node(),
+        hosts["w-2"].node(gpu={"count": 8, "model": "H100-SXM-80GB"}),
+        hosts["w-3"].node(taints=["dedicated=batch:NoSchedule"]),
+    ]
     values, secret = hosts.stack_values(nodes, cluster={"controlPlaneEndpoint": endpoint})
     run = fleet_engine.up(values, secret)
     run.raise_error()
@@ -167,6 +174,9 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     assert sorted(n for n, node in cluster["nodes"].items() if node["controlPlane"]) == ["cp-1", "cp-2", "cp-3"]
     assert sorted(cluster["nodes"]) == ["cp-1", "cp-2", "cp-3", "w-1", "w-2", "w-3"]
     assert cluster["nodes"]["w-3"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+    # A GPU node registers with its model label and the GPU taint from the first moment (JoinConfiguration).
+    assert cluster["nodes"]["w-2"]["labels"] == {GPU_MODEL_LABEL: "H100-SXM-80GB"}
+    assert [t["key"] for t in cluster["nodes"]["w-2"]["taints"]] == [GPU_TAINT.split("=")[0]]
     init = calls(hosts["cp-1"], "kubeadm", "init", "--config")
     assert len(init) == 1 and "--upload-certs" in init[0]["argv"]
     # Each further control plane got its own certificate key upload, on the first control plane.
