@@ -22,6 +22,15 @@ pytestmark = pytest.mark.fleet
 
 PREPARE = ["os", "swap", "kernel-modules", "sysctl", "containerd", "kube-packages"]
 SECRET_STEPS = ("join-credentials", "admin-kubeconfig")
+MACHINE_PATHS_THE_STEPS_WRITE = (
+    "/etc/sysctl.d/99-mlcluster-k8s.conf",
+    "/etc/modules-load.d/mlcluster-k8s.conf",
+    "/etc/containerd/config.toml",
+    "/etc/kubernetes/admin.conf",
+    "/etc/apt/sources.list.d/kubernetes.list",
+    "/var/log/mlcluster",
+    "/var/lib/kubelet/config.yaml",
+)
 
 
 def calls(host: FleetHost, tool: str, *prefix: str) -> list[dict[str, Any]]:
@@ -80,6 +89,7 @@ def one_plus_two(fleet: Any) -> tuple[Fleet, dict[str, Any], list[str]]:
 
 
 def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, fleet_engine) -> None:
+    machine_paths_before = {p for p in MACHINE_PATHS_THE_STEPS_WRITE if Path(p).exists()}
     hosts, values, secret = one_plus_two(fleet)
     first = fleet_engine.up(values, secret)
     first.raise_error()
@@ -108,6 +118,9 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
         accepted = (host.dir / "sshd.log").read_text().count("Accepted publickey")
         assert accepted == sum(sessions_per_step(host).values())
     assert len(calls(hosts["cp-1"], "kubeadm", "init")) == 1
+    # Everything happened in the hosts' private views: the machine's own files are untouched.
+    for path in MACHINE_PATHS_THE_STEPS_WRITE:
+        assert not Path(path).exists() or path in machine_paths_before, f"the fleet wrote {path} on the machine"
     assert [len(calls(hosts[w], "kubeadm", "join")) for w in ("w-1", "w-2")] == [1, 1]
     kubeconfig = yaml.safe_load(first.program.outputs["kubeconfig"].value)
     assert first.program.outputs["kubeconfig"].secret
