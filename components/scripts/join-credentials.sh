@@ -3,6 +3,11 @@
 # certificate key, for one joining node. Its stdout is secret: the program marks it so and logs nothing.
 set -euo pipefail
 : "${FOR_NODE:?}" "${WITH_CERTIFICATE_KEY:?}"
+# A node that is already a member needs no credential: print none (its join step reports ok), so a re-run
+# leaves no fresh token behind.
+if KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$FOR_NODE" >/dev/null 2>&1; then
+  exit 0
+fi
 join=$(run_long kubeadm token create --ttl 2h --description "mlcluster join of $FOR_NODE" --print-join-command)
 token=$(grep -oE -- '--token [^ ]+' <<<"$join" | awk '{print $2}')
 ca_hash=$(grep -oE -- '--discovery-token-ca-cert-hash [^ ]+' <<<"$join" | awk '{print $2}')

@@ -24,8 +24,8 @@ What it does, and where it differs from a real `pulumi up` (documented so no tes
 
 from __future__ import annotations
 
+import gc
 import hashlib
-import json
 import shlex
 import subprocess
 import tempfile
@@ -40,6 +40,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
 from components.plan.engine import ProgramRun, RecordedResource, RecordingMonitor, reveal, run_program
+
+from ..conftest import as_config
 
 COMMAND = "command:remote:Command"
 STEP_TAG = " mlcluster-"
@@ -253,10 +255,11 @@ class FleetEngine:
         return result
 
     def up(self, values: Mapping[str, Any], secret: list[str], *, stack: str = "fleet") -> FleetRun:
-        config = {f"mlcluster:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+        config = as_config(values)
         steps: list[StepRun] = []
         monitors: list[RecordingMonitor] = []
-        outputs: dict[str, dict[str, Any]] = {}
+        created: dict[str, dict[str, Any]] = {}
+        """Inputs (secrets revealed) of each command that ran, by URN: what a later delete needs."""
         engine = self
 
         class ExecutingMocks(pulumi_mocks.Mocks):
@@ -284,7 +287,7 @@ class FleetEngine:
                 for key, value in (("stdout", result.stdout), ("stderr", result.stderr)):
                     state[key] = _secret(value) if key in secret_outputs else value
                 with engine._lock:
-                    outputs[record.urn] = inputs
+                    created[record.urn] = inputs
                 return f"{args.name}-id", state
 
             def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -293,6 +296,10 @@ class FleetEngine:
         started = time.monotonic()
         program: ProgramRun | None = None
         error: BaseException | None = None
+        # Garbage collection only in this thread: a failed run leaves futures whose finalizers log their
+        # exceptions; formatted concurrently from worker threads, Python 3.11's traceback carets (ast.parse)
+        # corrupt the AST recursion counter and every later ast.parse in the process fails (SystemError).
+        gc.disable()
         try:
             program = run_program(
                 config,
@@ -305,11 +312,17 @@ class FleetEngine:
             )
         except Exception as exc:
             error = exc
+        finally:
+            gc.enable()
+            gc.collect()
         run = FleetRun(program=program, error=error, steps=steps, wall_seconds=0.0)
         recorded = {r.urn: r for r in monitors[0].recorded} if monitors else {}
         if error is None:
-            run.deleted = self._delete_removed(set(recorded), steps)
-        for urn, inputs in outputs.items():
+            try:
+                run.deleted = self._delete_removed(set(recorded), steps)
+            except RemoteCommandError as exc:
+                run.error = exc
+        for urn, inputs in created.items():
             self.state[urn] = Stored(recorded[urn], inputs)
         for urn, record in recorded.items():
             if record.type != COMMAND:

@@ -3,8 +3,9 @@
 A stub runs inside one test host's private mount namespace, where `/etc/mlcluster-fleet/host.json` says
 which host it is and where that host's state lives (a directory outside the namespace, so tests read it
 directly). `settings.json` in that directory is re-read on every call, so a test can change a host's
-behaviour between runs: `latency` (seconds every stub call sleeps), `fail` ({"<tool> <args prefix>":
-"message"}: the matching call prints the message and exits 1), `containerdVersion`.
+behaviour between runs: `latency` (seconds every stub call sleeps, or {"<tool> <args prefix>": seconds}
+for matching calls only), `fail` ({"<tool> <args prefix>": "message"}: the matching call prints the message
+and exits 1), `containerdVersion`.
 
 The "API server" of a cluster is a directory shared by all hosts of a fleet (`cluster_root/<endpoint>`):
 `kubeadm init` creates it, `token create` adds tokens, `join` checks them and registers Nodes, `kubectl`
@@ -150,12 +151,14 @@ def main(tools: dict[str, Callable[[Host, list[str]], int]]) -> None:
     tool, argv = sys.argv[1], sys.argv[2:]
     host = Host()
     t0 = time.time()
-    latency = float(host.settings.get("latency", 0))
+    line = " ".join([tool, *argv])
+    latency = host.settings.get("latency", 0)
+    if isinstance(latency, dict):
+        latency = sum(seconds for prefix, seconds in latency.items() if line.startswith(prefix))
     if latency:
-        time.sleep(latency)
+        time.sleep(float(latency))
     rc = 0
     try:
-        line = " ".join([tool, *argv])
         for prefix, message in (host.settings.get("fail") or {}).items():
             if line.startswith(prefix):
                 raise fail(message)
