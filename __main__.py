@@ -12,6 +12,7 @@ from components.config.load import spec_from_pulumi
 from components.config.schema import ConfigError
 from components.existing_cluster import ExistingCluster
 from components.gpu_operator import GpuOperator
+from components.image_logistics import ImageLogistics
 from components.kubeadm_cluster import KubeadmCluster
 from components.kueue import Kueue
 from components.serving import Serving
@@ -33,7 +34,12 @@ base: list[pulumi.Resource] = []
 if spec.cluster.mode == "kubeadm" and spec.cluster.cni != "none":
     base = [Cni(spec, provider)]
 
-# 3. The ML platform.
+# 3. Big images: peer-to-peer layers and pre-pulls, as early as the nodes are up.
+if spec.images.spegel.enabled or spec.images.prepull:
+    images = ImageLogistics(spec, provider, depends_on=base)
+    pulumi.export("prepulledImages", images.planned)
+
+# 4. The ML platform.
 if spec.storage.enabled:
     Storage(spec, provider, depends_on=base)
 if spec.gpu_operator.enabled:

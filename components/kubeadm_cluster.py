@@ -13,8 +13,8 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .control_plane import FirstControlPlane
-from .node_join import NodeJoin
 from .node_command import step_command
+from .node_join import NodeJoin
 from .node_prep import NodePrep
 from .render.node_steps import join_credentials_step
 

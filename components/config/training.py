@@ -15,3 +15,6 @@ class KubeflowSpec:
     namespace: str = setting("kubeflow-system", doc="Namespace of the release.", check=checks.k8s_name)
     pipelines: bool = setting(False, doc="Install Kubeflow Pipelines (standalone).")
     notebooks: bool = setting(False, doc="Install the Kubeflow Notebook controller.")
+    legacy_training_operator: bool = setting(
+        False, doc="The legacy Training Operator (kubeflow.org/v1 PyTorchJob) is on: Kueue manages PyTorchJobs too."
+    )
