@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import runpy
 import threading
 from collections.abc import Callable, Mapping
@@ -222,6 +223,10 @@ def run_program(
         pulumi_mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
         from pulumi.runtime import resource as runtime_resource
 
+        # A plan keeps every registration alive until the end: with CPython's default thresholds the
+        # cyclic GC re-walks that growing heap over and over, which made plan time grow quadratically.
+        gc_thresholds = gc.get_threshold()
+        gc.set_threshold(50_000, 50, 1_000)
         capture_stack = getattr(runtime_resource, "_get_stack_trace", None)
         if capture_stack is not None:
             runtime_resource._get_stack_trace = _no_source_positions
@@ -242,6 +247,7 @@ def run_program(
             loop.close()
             if capture_stack is not None:
                 runtime_resource._get_stack_trace = capture_stack
+            gc.set_threshold(*gc_thresholds)
             asyncio.set_event_loop(None)
 
     return contextvars.Context().run(run)
