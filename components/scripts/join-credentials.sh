@@ -5,7 +5,18 @@
 set -euo pipefail
 : "${FOR_NODES:?}" "${WITH_CERTIFICATE_KEY:?}"
 read -r -a nodes <<<"$FOR_NODES"
-join=$(run_long kubeadm token create --ttl 2h --description "mlcluster join of ${#nodes[@]} node(s)" \
+# Nodes that are already members need no credential: when all are, print none (their join steps report
+# ok), so a re-run leaves no fresh token behind.
+missing=0
+for node in "${nodes[@]}"; do
+  if ! KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$node" >/dev/null 2>&1; then
+    missing=$((missing + 1))
+  fi
+done
+if [ "$missing" -eq 0 ]; then
+  exit 0
+fi
+join=$(run_long kubeadm token create --ttl 2h --description "mlcluster join of $missing node(s)" \
   --print-join-command)
 token=$(grep -oE -- '--token [^ ]+' <<<"$join" | awk '{print $2}')
 ca_hash=$(grep -oE -- '--discovery-token-ca-cert-hash [^ ]+' <<<"$join" | awk '{print $2}')
