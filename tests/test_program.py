@@ -17,8 +17,8 @@ COMMAND = "command:remote:Command"
 def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
     run = run_stack("onprem")
     commands = run.of_type(COMMAND)
-    # 9 nodes x 6 preparation steps, init + kubeconfig, and 3 resources per joining node.
-    assert len(commands) == 9 * 6 + 2 + 8 * 3
+    # 9 nodes x (GPU preflight + 6 preparation steps), init + kubeconfig, and 3 resources per joining node.
+    assert len(commands) == 9 * 7 + 2 + 8 * 3
     releases = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert {"gpu-operator", "kueue", "cert-manager", "kserve-crd", "kserve-resources", "kubeflow-trainer"} <= releases
     assert "tigera-operator" in releases

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks
-from .gpu import GpuOperatorSpec
+from .gpu import GpuOperatorSpec, validate_gpu
 from .kueue import KueueSpec
 from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec
@@ -104,6 +104,9 @@ class GpuSpec:
     )
     time_slicing_replicas: int | None = setting(
         None, doc="Per-node time-slicing replicas (overrides the cluster default).", check=checks.between(2, 64)
+    )
+    driver: Literal["operator", "preinstalled"] | None = setting(
+        None, doc="Who provides this node's NVIDIA driver (default: gpuOperator.driver)."
     )
 
 
@@ -238,6 +241,7 @@ class Spec:
             self._validate_kubeadm(problems)
         elif self.nodes:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
+        validate_gpu(self, problems)
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
 
