@@ -7,6 +7,8 @@ set -euo pipefail
 # EXPECT_GPU: true (node marked GPU: no NVIDIA GPU is an error), false (detection only), auto (report only).
 EXPECT_GPU=${EXPECT_GPU:-auto}
 NVIDIA_SMI_TIMEOUT=${NVIDIA_SMI_TIMEOUT:-60}
+# Prefix for /sys, /proc, /etc, /lib and /run: empty on a node; a fake root in tests.
+root=${PREFLIGHT_ROOT:-}
 
 # As a node step, lib.sh is already part of the script; standalone, it sits next to this file.
 if ! declare -F ok >/dev/null; then
@@ -63,10 +65,10 @@ if command -v lspci >/dev/null 2>&1; then
       other_nvidia=$((other_nvidia + 1))
     fi
   done < <(lspci -nn -d 10de: 2>/dev/null || true)
-elif [ -d /sys/bus/pci/devices ]; then
+elif [ -d "$root/sys/bus/pci/devices" ]; then
   # No pciutils: sysfs has vendor and class, not names.
   pci_source=sysfs
-  for dev in /sys/bus/pci/devices/*; do
+  for dev in "$root"/sys/bus/pci/devices/*; do
     if [ ! -r "$dev/vendor" ] || [ ! -r "$dev/class" ]; then continue; fi
     [ "$(cat "$dev/vendor")" = 0x10de ] || continue
     case $(cat "$dev/class") in
@@ -88,16 +90,16 @@ fi
 
 # --- nouveau ---------------------------------------------------------------------------------------------
 nouveau_loaded=false
-if [ -d /sys/module/nouveau ] || { command -v lsmod >/dev/null 2>&1 && lsmod 2>/dev/null | grep -q '^nouveau '; }; then
+if [ -d "$root/sys/module/nouveau" ] || { [ -z "$root" ] && command -v lsmod >/dev/null 2>&1 && lsmod 2>/dev/null | grep -q '^nouveau '; }; then
   nouveau_loaded=true
 fi
 nouveau_blacklisted=false
-for dir in /etc/modprobe.d /run/modprobe.d /usr/lib/modprobe.d /lib/modprobe.d; do
+for dir in "$root"/etc/modprobe.d "$root"/run/modprobe.d "$root"/usr/lib/modprobe.d "$root"/lib/modprobe.d; do
   if [ -d "$dir" ] && grep -rqsE '^[[:space:]]*blacklist[[:space:]]+nouveau([[:space:]]|$)' "$dir"; then
     nouveau_blacklisted=true
   fi
 done
-if [ -r /proc/cmdline ] && grep -qE '(^| )(modprobe\.blacklist=[^ ]*nouveau|rd\.driver\.blacklist=[^ ]*nouveau)' /proc/cmdline; then
+if [ -r "$root/proc/cmdline" ] && grep -qE '(^| )(modprobe\.blacklist=[^ ]*nouveau|rd\.driver\.blacklist=[^ ]*nouveau)' "$root/proc/cmdline"; then
   nouveau_blacklisted=true
 fi
 if [ "$nouveau_loaded" = true ]; then
@@ -119,7 +121,7 @@ fi
 driver_installed=false
 driver_version=""
 nvidia_module_loaded=false
-[ -d /sys/module/nvidia ] && nvidia_module_loaded=true
+[ -d "$root/sys/module/nvidia" ] && nvidia_module_loaded=true
 gpu_rows=()
 if command -v nvidia-smi >/dev/null 2>&1; then
   # "NVIDIA H200, 570.124.06, 143771 MiB", one line per GPU.
@@ -144,7 +146,7 @@ else
 fi
 # The GPU Operator's driver container exposes its root here; that driver is the operator's, not the host's.
 operator_driver=false
-if [ -e /run/nvidia/driver/usr/bin/nvidia-smi ]; then
+if [ -e "$root/run/nvidia/driver/usr/bin/nvidia-smi" ]; then
   operator_driver=true
   ok "GPU Operator driver container present (/run/nvidia/driver)"
 fi
@@ -153,10 +155,10 @@ fi
 # --- kernel headers for the running kernel ---------------------------------------------------------------
 kernel_headers=false
 headers_source=""
-if [ -d "/lib/modules/$kernel/build" ]; then
+if [ -d "$root/lib/modules/$kernel/build" ]; then
   kernel_headers=true
-  headers_source="/lib/modules/$kernel/build"
-elif declare -F detect_os >/dev/null && (detect_os) >/dev/null 2>&1 && declare -F kernel_headers_package >/dev/null; then
+  headers_source="$root/lib/modules/$kernel/build"
+elif [ -z "$root" ] && declare -F detect_os >/dev/null && (detect_os) >/dev/null 2>&1 && declare -F kernel_headers_package >/dev/null; then
   detect_os
   headers_package=$(kernel_headers_package "$kernel")
   if [ -n "$(pkg_version "$headers_package")" ]; then
