@@ -1,0 +1,30 @@
+"""Fleet fixtures: `fleet` starts test hosts for one test, `fleet_engine` runs the program against them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from .engine import FleetEngine
+from .hosts import Fleet, HostSpec
+
+
+@pytest.fixture
+def fleet() -> Iterator[Callable[..., Fleet]]:
+    """`fleet(HostSpec(...), ...)` starts hosts that live until the test ends (a failure, never a skip, when
+    the machine cannot run them)."""
+    with contextlib.ExitStack() as stack:
+
+        def start(*specs: HostSpec) -> Fleet:
+            return stack.enter_context(Fleet.running(specs))
+
+        yield start
+
+
+@pytest.fixture
+def fleet_engine() -> Iterator[FleetEngine]:
+    engine = FleetEngine()
+    yield engine
+    engine.close()
