@@ -23,7 +23,7 @@ from components.render.gpu_operator import (
 )
 from components.render.kubeadm import node_labels, node_taints
 
-from .conftest import as_config
+from .conftest import as_config, stack_values
 from .gpu_host import H200_LSPCI, H200_SMI, FakeGpuHost
 from .test_config_validation import base, errors_of, parse
 from .test_gpu_preflight import run_preflight
@@ -306,3 +306,29 @@ def test_dra_release_follows_the_driver_root(tmp_path) -> None:
     assert dra["nvidiaDriverRoot"] == "/" and dra["gpuResourcesEnabledOverride"] is True
     [release] = [r for r in run.resources if r.name == "nvidia-dra-driver-gpu"]
     assert release.raw_inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
+
+
+# --- preview: what waits on the preflight is [computed], everything else is visible ---------------------
+
+
+def test_preview_shows_the_driver_as_computed_only_when_it_waits_on_the_preflight(run_stack) -> None:
+    from components.plan.engine import COMPUTED
+
+    auto = run_stack("onprem")
+    [release] = [r for r in auto.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
+    assert release.inputs["values"]["driver"]["enabled"] == COMPUTED
+    assert release.inputs["values"]["mig"] == {"strategy": "none"}
+    assert auto.named("gpu-1-gpu-labels").inputs["metadata"]["labels"] == COMPUTED
+    assert [c.name for c in auto.of_type("command:remote:Command") if c.name.endswith("-gpu-preflight")] == [
+        f"{n}-gpu-preflight" for n in ("cp-1", "cp-2", "cp-3", "cpu-1", "cpu-2", "gpu-1", "gpu-2", "gpu-3", "gpu-4")
+    ]
+    values, secret = stack_values("onprem")
+    values["gpuOperator"] = {**values["gpuOperator"], "driver": "operator"}
+    forced = run_stack(values=values, secret=secret)
+    [release] = [r for r in forced.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
+    assert release.inputs["values"]["driver"]["enabled"] is True
+    assert forced.named("gpu-1-gpu-labels").inputs["metadata"]["labels"] == {}
+    cloud = run_stack("cloud")
+    [release] = [r for r in cloud.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
+    assert release.inputs["values"]["driver"]["enabled"] is False
+    assert not [c for c in cloud.resources if c.name.endswith("-gpu-preflight")]
