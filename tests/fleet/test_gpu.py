@@ -112,6 +112,16 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN
     restarts = [c for c in hosts["gpu-a"].calls("systemctl") if c["argv"][:2] == ["restart", "containerd"]]
     assert len(restarts) == restarts_before + 1
+    preflights = [first.step(f"{n}-gpu-preflight") for n in ("cp-1", "w-cpu", "gpu-a")]
+    # Read-only and first: the preflights of all hosts overlap.
+    assert max(p.started for p in preflights) < min(p.ended for p in preflights)
+    print(
+        "gpu fleet:",
+        {
+            "up seconds (3, 4, 4 hosts)": [round(r.wall_seconds, 2) for r in (first, second, third)],
+            "preflight seconds per host (first up)": {p.resource: round(p.ended - p.started, 2) for p in preflights},
+        },
+    )
 
 
 def test_toolkit_drop_in_is_a_valid_containerd_config_that_our_configs_import() -> None:
