@@ -167,6 +167,13 @@ def test_gpu_nodes_taint_and_label_match_what_the_operator_tolerates() -> None:
             "mlcluster:gpuOperator.serviceMonitor: needs dcgmExporter: true",
         ),
         (
+            lambda v: (
+                v.update(gpuOperator={"migStrategy": "single"}),
+                v["nodes"][2]["gpu"].update(migConfig="1g 10gb"),
+            ),
+            'mlcluster:nodes[2].gpu.migConfig: "1g 10gb" is not a valid label value',
+        ),
+        (
             lambda v: v["nodes"][2]["gpu"].update(driver="host"),
             "mlcluster:nodes[2].gpu.driver:",
         ),

@@ -100,7 +100,9 @@ class GpuSpec:
         check=lambda v: None if v and " " not in v else "must be a non-empty name without spaces",
     )
     mig_config: str | None = setting(
-        None, doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb."
+        None,
+        doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb.",
+        check=lambda v: None if not checks.labels({"nvidia.com/mig.config": v}) else "is not a valid label value",
     )
     time_slicing_replicas: int | None = setting(
         None, doc="Per-node time-slicing replicas (overrides the cluster default).", check=checks.between(2, 64)
