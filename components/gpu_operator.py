@@ -18,6 +18,7 @@ from .render.gpu_operator import (
     DriverMode,
     PreflightResult,
     chart_driver_enabled,
+    config_warnings,
     dra_driver_release,
     driver_root,
     gpu_node_labels,
@@ -40,6 +41,8 @@ class GpuOperator(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mlcluster:gpu_operator:GpuOperator", "gpu-operator", None, opts)
         nodes = gpu_nodes(spec) if spec.cluster.mode == "kubeadm" else ()
+        for warning in config_warnings(spec):
+            pulumi.log.warn(warning, resource=self)
 
         def modes_from(results: Mapping[str, PreflightResult] | None) -> dict[str, DriverMode]:
             return {n.name: node_driver_mode(spec, n, (results or {}).get(n.name)) for n in nodes}

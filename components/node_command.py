@@ -24,6 +24,8 @@ def step_command(
     protect: bool = False,
 ) -> remote.Command:
     user = ssh_user(spec, node)
+    if stdin is None and step.stdin is not None:
+        stdin = pulumi.Output.secret(step.stdin.reveal())
     secret_outputs = ["stdout", "stderr"] if step.secret_stdout else []
     return remote.Command(
         resource_name,

@@ -15,6 +15,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
 from components.plan.engine import run_program
 from components.render.gpu_operator import (
+    config_warnings,
     device_plugin_configs,
     dra_driver_values,
     gpu_node_labels,
@@ -149,11 +150,6 @@ def test_gpu_nodes_taint_and_label_match_what_the_operator_tolerates() -> None:
             "mlcluster:gpuOperator.dra: needs Kubernetes >= 1.34 (DRA is GA there); kubernetesVersion is 1.33.5",
         ),
         (
-            lambda v: v["nodes"][2]["gpu"].update(migConfig="all-1g.10gb"),
-            "mlcluster:nodes[2].gpu.migConfig: needs gpuOperator.migStrategy single or mixed"
-            " (with none the device plugin ignores MIG devices)",
-        ),
-        (
             lambda v: v.update(gpuOperator={"migStrategy": "mixed", "timeSlicingReplicas": 4}),
             "mlcluster:gpuOperator.timeSlicingReplicas: cannot be combined with migStrategy mixed"
             " (each MIG profile is its own resource there)",
@@ -184,6 +180,18 @@ def test_gpu_validation(mutate, expected) -> None:
     mutate(values)
     errors = errors_of(values)
     assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_mig_profile_with_strategy_none_is_a_warning_not_an_error() -> None:
+    values = base()
+    values["nodes"][2]["gpu"]["migConfig"] = "all-1g.10gb"
+    assert config_warnings(parse(values)) == [
+        "mlcluster:nodes[2].gpu.migConfig: all-1g.10gb partitions gpu-1's GPUs, but with gpuOperator.migStrategy"
+        " none the device plugin still offers them as whole nvidia.com/gpu (set migStrategy single or mixed to"
+        " schedule MIG slices)"
+    ]
+    values["gpuOperator"] = {"migStrategy": "single"}
+    assert config_warnings(parse(values)) == []
 
 
 def test_dra_is_accepted_from_1_34() -> None:

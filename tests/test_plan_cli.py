@@ -55,7 +55,8 @@ def test_onprem_plan_writes_review_files(tmp_path: Path) -> None:
         "07-cp-1-kube-packages.sh",
         "08-cp-1-kubeadm-init.sh",
     ]
-    assert (tmp_path / "nodes" / "gpu-1" / "08-gpu-1-kubeadm-join.on-delete.sh").read_text().count("kubeadm reset")
+    (reset,) = (tmp_path / "nodes" / "gpu-1").glob("*-gpu-1-kubeadm-join.on-delete.sh")
+    assert "kubeadm reset" in reset.read_text()
     init = list(yaml.safe_load_all((tmp_path / "configs" / "kubeadm-init.v1beta4.cp-1.yaml").read_text()))
     assert [d["kind"] for d in init] == ["InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"]
     values = yaml.safe_load((tmp_path / "releases" / "gpu-operator.values.yaml").read_text())

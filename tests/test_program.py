@@ -15,10 +15,21 @@ COMMAND = "command:remote:Command"
 
 
 def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
+    from components.render.node_steps import prepare_steps
+
+    from .conftest import load_spec, stack_values
+
+    spec = load_spec(*stack_values("onprem"))
     run = run_stack("onprem")
-    commands = run.of_type(COMMAND)
-    # 9 nodes x (GPU preflight + 6 preparation steps), init + kubeconfig, and 3 resources per joining node.
-    assert len(commands) == 9 * 7 + 2 + 8 * 3
+    names = {r.name for r in run.of_type(COMMAND)}
+    for node in spec.nodes:
+        expected = {f"{node.name}-{step.name}" for step in prepare_steps(spec, node)}
+        assert len(expected) >= 6 and expected <= names, node.name
+        if node is not spec.nodes[0]:
+            assert {f"{node.name}-kubeadm-join", f"{node.name}-drain-on-removal"} <= names
+    assert {"cp-1-kubeadm-init", "cp-1-admin-kubeconfig"} <= names
+    gpu_preflights = {n for n in names if n.endswith("-gpu-preflight")}
+    assert gpu_preflights == {f"{node.name}-gpu-preflight" for node in spec.nodes}
     releases = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert {"gpu-operator", "kueue", "cert-manager", "kserve-crd", "kserve-resources", "kubeflow-trainer"} <= releases
     assert "tigera-operator" in releases

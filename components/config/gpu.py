@@ -71,11 +71,6 @@ def validate_gpu(spec: Spec, problems: Problems) -> None:
         if node.gpu is None:
             continue
         path = f"nodes[{i}].gpu"
-        if node.gpu.mig_config is not None and gpu.mig_strategy == "none" and not gpu.dra:
-            problems.error(
-                join_path(path, "migConfig"),
-                "needs gpuOperator.migStrategy single or mixed (with none the device plugin ignores MIG devices)",
-            )
         if node.gpu.time_slicing_replicas is not None:
             if gpu.dra:
                 problems.error(

@@ -12,11 +12,14 @@ from typing import Literal
 
 from . import checks
 from .gpu import GpuOperatorSpec, validate_gpu
+from .images import ImagesSpec
 from .kueue import KueueSpec
+from .kueue_inventory import check_inventory
 from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec
 from .storage import StorageSpec
 from .training import KubeflowSpec
+from .workloads import WorkloadsSpec, validate_training
 
 Role = Literal["control-plane", "worker"]
 
@@ -227,6 +230,10 @@ class Spec:
     kserve: KserveSpec = setting(default_factory=KserveSpec, doc="KServe model serving.")
     kubeflow: KubeflowSpec = setting(default_factory=KubeflowSpec, doc="Kubeflow training.")
     storage: StorageSpec = setting(default_factory=StorageSpec, doc="Default StorageClass.")
+    images: ImagesSpec = setting(
+        default_factory=ImagesSpec, doc="Big-image logistics: mirrors, peer-to-peer sharing, pre-pulling."
+    )
+    workloads: WorkloadsSpec = setting(default_factory=WorkloadsSpec, doc="The seeds' workloads (YOLO, training).")
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -244,8 +251,27 @@ class Spec:
         elif self.nodes:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
         validate_gpu(self, problems)
+        if self.images.spegel.enabled:
+            self._validate_spegel(problems)
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+        if self.kueue.enabled:
+            check_inventory(self, problems)
+        validate_training(self, problems)
+
+    def _validate_spegel(self, problems: Problems) -> None:
+        # One Spegel DaemonSet reads one content path: every node's containerd root must be the same.
+        roots: dict[str, list[str]] = {}
+        for node in self.nodes:
+            disk = node.image_disk
+            root = (disk.path or disk.mount_point) if disk is not None else "/var/lib/containerd"
+            roots.setdefault(root, []).append(node.name)
+        if len(roots) > 1:
+            detail = "; ".join(f"{root}: {', '.join(names)}" for root, names in sorted(roots.items()))
+            problems.error(
+                "images.spegel.enabled",
+                f"needs one containerd root on every node, but the nodes use {len(roots)} ({detail})",
+            )
 
     def _validate_kubeadm(self, problems: Problems) -> None:
         if not self.nodes:

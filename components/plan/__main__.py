@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config.load import read_stack_file, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
+from ..config.spec import Spec
 from .engine import PROJECT_ROOT, run_program
 from .writer import write_plan
 
@@ -32,6 +33,15 @@ def _values(config: dict[str, str]) -> dict[str, object]:
         except ValueError:
             out[key] = raw
     return out
+
+
+def spec_or_report(path: Path, config: dict[str, str], secret_keys: list[str]) -> Spec | None:
+    """The stack file's Spec, or None after printing the validation report to stderr."""
+    try:
+        return spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
+    except ConfigError as error:
+        print(f"{path}: {error.report()}", file=sys.stderr)
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     config, secret_keys = read_stack_file(path)
-    try:
-        spec = spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
-    except ConfigError as error:
-        print(f"{path}: {error.report()}", file=sys.stderr)
+    spec = spec_or_report(path, config, secret_keys)
+    if spec is None:
         return 2
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
     run = run_program(config, secret_keys, stack=stack)

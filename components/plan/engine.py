@@ -35,6 +35,9 @@ def wire_to_plain(value: Any) -> Any:
     """Engine wire values to reviewable JSON: secrets hidden, unknowns named, assets as text or path."""
     if isinstance(value, str):
         return COMPUTED if value == rpc.UNKNOWN else value
+    if isinstance(value, float) and value.is_integer():
+        # The wire has only doubles; Kubernetes integers (a priority value, a timeout) read back as integers.
+        return int(value)
     if isinstance(value, list):
         return [wire_to_plain(v) for v in value]
     if isinstance(value, dict):

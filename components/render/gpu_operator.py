@@ -246,6 +246,19 @@ def driver_root(driver_enabled: bool) -> str:
     return OPERATOR_DRIVER_ROOT if driver_enabled else HOST_DRIVER_ROOT
 
 
+def config_warnings(spec: Spec) -> list[str]:
+    """Allowed but probably not meant: reported at preview and up."""
+    warnings = []
+    for i, node in enumerate(spec.nodes):
+        if node.gpu and node.gpu.mig_config and spec.gpu_operator.mig_strategy == "none" and not spec.gpu_operator.dra:
+            warnings.append(
+                f"mlcluster:nodes[{i}].gpu.migConfig: {node.gpu.mig_config} partitions {node.name}'s GPUs, but with"
+                " gpuOperator.migStrategy none the device plugin still offers them as whole nvidia.com/gpu"
+                " (set migStrategy single or mixed to schedule MIG slices)"
+            )
+    return warnings
+
+
 def gpu_nodes(spec: Spec) -> tuple[NodeSpec, ...]:
     return tuple(n for n in spec.nodes if n.gpu is not None)
 

@@ -7,8 +7,9 @@ plane, then join the others (control planes one at a time, workers in parallel).
 from __future__ import annotations
 
 from ..config.checks import version_tuple
+from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
-from . import kubeadm
+from . import images, kubeadm
 from .containerd import containerd_config_toml
 from .shell import NodeStep, render_script
 
@@ -36,6 +37,44 @@ def kubernetes_minor(spec: Spec) -> str:
 def _step(name: str, title: str, settings: dict[str, str] | None = None, **kwargs: object) -> NodeStep:
     settings = settings or {}
     return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings, **kwargs)  # type: ignore[arg-type]
+
+
+def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
+    """Registry mirrors (unless Spegel writes them) and the image-disk capacity preflight."""
+    steps = []
+    mirrors = spec.images.mirrors
+    if mirrors and not spec.images.spegel.enabled:
+        settings = {
+            "MIRROR_REGISTRIES": " ".join(m.registry for m in mirrors),
+            "CERTS_DIR": images.CERTS_DIR,
+            "AUTHORIZATION_PLACEHOLDER": images.AUTHORIZATION_PLACEHOLDER,
+        }
+        for index, mirror in enumerate(mirrors):
+            settings[f"HOSTS_TOML_{index}"] = images.hosts_toml(mirror)
+            if mirror.ca:
+                settings[f"CA_{index}"] = mirror.ca
+        steps.append(
+            _step(
+                "registry-mirrors",
+                f"Configure {len(mirrors)} registry mirror(s)",
+                settings,
+                stdin=Secret(images.mirror_authorizations(spec)),
+            )
+        )
+    needed = images.required_bytes(spec, node)
+    if spec.images.capacity_check and needed:
+        steps.append(
+            _step(
+                "image-capacity",
+                "Check the pre-pulled images fit the image disk",
+                {
+                    "CONTAINERD_ROOT": images.containerd_root(node),
+                    "REQUIRED_BYTES": str(needed),
+                    "HIGH_THRESHOLD_PERCENT": str(spec.kubelet.image_gc_high_threshold_percent),
+                },
+            )
+        )
+    return steps
 
 
 def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
@@ -78,6 +117,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
                 ),
             },
         ),
+        *image_steps(spec, node),
     ]
 
 
