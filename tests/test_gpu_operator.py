@@ -12,6 +12,7 @@ import pytest
 import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 
+from components.config.checks import parse_taint
 from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
 from components.plan.engine import run_program
 from components.render.gpu_operator import (
@@ -23,8 +24,9 @@ from components.render.gpu_operator import (
     gpu_taint_toleration,
 )
 from components.render.kubeadm import node_labels, node_taints
+from components.render.kueue import resource_flavors
 
-from .conftest import as_config, stack_values
+from .conftest import as_config, load_spec, stack_values
 from .gpu_host import H200_LSPCI, H200_SMI, FakeGpuHost
 from .test_config_validation import base, errors_of, parse
 from .test_gpu_preflight import run_preflight
@@ -347,3 +349,27 @@ def test_preview_shows_the_driver_as_computed_only_when_it_waits_on_the_prefligh
     [release] = [r for r in cloud.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
     assert release.inputs["values"]["driver"]["enabled"] is False
     assert not [c for c in cloud.resources if c.name.endswith("-gpu-preflight")]
+
+
+def tolerates(toleration: dict[str, str], taint: str) -> bool:
+    parsed = parse_taint(taint)
+    if toleration["key"] != parsed["key"] or toleration.get("effect", parsed["effect"]) != parsed["effect"]:
+        return False
+    return toleration.get("operator") == "Exists" or toleration.get("value") == parsed.get("value")
+
+
+def test_kueue_flavors_select_and_tolerate_the_gpu_nodes_we_label_and_taint() -> None:
+    """One GPU node contract for three layers: the node (kubeadm), Kueue's flavors, the operator's pods."""
+    spec = load_spec(*stack_values("onprem"))
+    flavors = [f for f in resource_flavors(spec) if f["spec"].get("nodeLabels")]
+    assert flavors, "the onprem stack has GPU flavors"
+    upstream = chart_values(*UPSTREAM_GPU_OPERATOR)
+    for node in (n for n in spec.nodes if n.gpu is not None):
+        labels, taints = node_labels(node), node_taints(node)
+        assert GPU_TAINT in taints
+        selecting = [f for f in flavors if f["spec"]["nodeLabels"].items() <= labels.items()]
+        assert len(selecting) == 1, node.name
+        assert any(tolerates(t, GPU_TAINT) for t in selecting[0]["spec"]["tolerations"])
+        assert any(tolerates(t, GPU_TAINT) for t in upstream["daemonsets"]["tolerations"])
+    for node in (n for n in spec.nodes if n.gpu is None):
+        assert not [f for f in flavors if f["spec"]["nodeLabels"].items() <= node_labels(node).items()], node.name
