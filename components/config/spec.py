@@ -210,6 +210,8 @@ class NodeSpec:
         if len(set(self.roles)) != len(self.roles):
             problems.error(join_path(path, "roles"), "lists a role twice")
         for key in self.labels:
+            if not checks.kubelet_may_set_label(key):
+                problems.error(join_path(path, "labels"), checks.kubelet_label_problem(key))
             if key.startswith("nvidia.com/") and self.gpu is None:
                 problems.error(join_path(path, "labels"), f"sets GPU label {key!r} on a node with no gpu section")
 

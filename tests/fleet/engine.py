@@ -16,9 +16,10 @@ What it does, and where it differs from a real `pulumi up` (documented so no tes
   dependents before their dependencies (reverse dependency order), as Pulumi deletes.
 - Unlike Pulumi, a repeated run re-runs EVERY `create` (Pulumi would skip unchanged resources). That is
   the stricter test of idempotency: it is what happens when state is lost or every step is replaced.
-- Pulumi stops starting new resources after the first failure unless `--continue-on-error`; here,
-  resources that do not depend on the failed one still run (the mock engine has no such gate), which is
-  what "the other workers finish" checks.
+- A failed step behaves as with `pulumi up --continue-on-error`: its error is held until nothing else is
+  running, so every resource that does not depend on it still runs; its dependents never start. (Without
+  that flag Pulumi lets running steps finish but starts no new ones; a re-run continues, the steps being
+  idempotent.) The run then fails with the first error.
 """
 
 from __future__ import annotations
@@ -190,6 +191,22 @@ class FleetEngine:
         self.state: dict[str, Stored] = {}
         self.runs: list[FleetRun] = []
         self._lock = threading.Lock()
+        self._active = 0
+        self._last_activity = time.monotonic()
+
+    def _busy(self, delta: int) -> None:
+        with self._lock:
+            self._active += delta
+            self._last_activity = time.monotonic()
+
+    def _hold_until_quiet(self, quiet_seconds: float = 1.0) -> None:
+        """Wait until no resource is being created and none has started for quiet_seconds: by then every
+        resource that does not depend on a failed one has run (dependents register within milliseconds)."""
+        while True:
+            with self._lock:
+                if self._active == 0 and time.monotonic() - self._last_activity > quiet_seconds:
+                    return
+            time.sleep(0.05)
 
     def close(self) -> None:
         self._tmp.cleanup()
@@ -244,9 +261,20 @@ class FleetEngine:
 
         class ExecutingMocks(pulumi_mocks.Mocks):
             def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-                inputs = reveal(dict(args.inputs))
                 if args.typ != COMMAND:
                     return f"{args.name}-id", dict(args.inputs)
+                engine._busy(+1)
+                try:
+                    result = self._create(args)
+                except RemoteCommandError:
+                    engine._busy(-1)
+                    engine._hold_until_quiet()
+                    raise
+                engine._busy(-1)
+                return result
+
+            def _create(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+                inputs = reveal(dict(args.inputs))
                 record = next(r for r in monitors[0].recorded if r.name == args.name and r.type == args.typ)
                 secret_outputs = set(record.options["additionalSecretOutputs"])
                 result = engine._execute(

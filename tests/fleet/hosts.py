@@ -23,6 +23,9 @@ from .stubs._stub import OS_TOOLS, write_launcher
 
 STUBS = Path(__file__).resolve().parent / "stubs"
 LOCK = Path("/run/lock/mlcluster-fleet.lock")
+OWNERS = Path("/run/mlcluster-fleet")
+"""One file per running fleet (named by its bridge): the owning process id and its network namespaces, so a
+fleet whose test process died without teardown is removed by the next fleet that starts."""
 SUBNETS = 512
 """198.18.0.0/15 holds 512 /24 networks; each fleet takes a free one, so fleets of parallel sessions coexist."""
 
@@ -223,7 +226,10 @@ class Fleet:
             free = [i for i in range(SUBNETS) if f" 198.{18 + i // 256}.{i % 256}." not in used]
             if not free:
                 raise FleetUnavailable("no free /24 left in 198.18.0.0/15")
+            _reap_orphans()
             fleet = cls(root, random.choice(free))
+            OWNERS.mkdir(parents=True, exist_ok=True)
+            (OWNERS / fleet.bridge).write_text(json.dumps({"pid": os.getpid(), "netns": []}))
             _sh("ip", "link", "add", fleet.bridge, "type", "bridge")
             _sh("ip", "addr", "add", f"{fleet.gateway}/24", "dev", fleet.bridge)
             _sh("ip", "link", "set", fleet.bridge, "up")
@@ -366,6 +372,8 @@ class Fleet:
 
     def _boot(self, host: FleetHost) -> None:
         netns = self.netns(host)
+        owner = OWNERS / self.bridge
+        owner.write_text(json.dumps({"pid": os.getpid(), "netns": [*json.loads(owner.read_text())["netns"], netns]}))
         veth = f"mlv{self.tag}{list(self.hosts).index(host.name):02d}"
         _sh("ip", "netns", "add", netns)
         _sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
@@ -398,15 +406,32 @@ class Fleet:
 
     def stop(self) -> None:
         for host in self.hosts.values():
-            netns = self.netns(host)
-            pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False).stdout
             if host.process is not None and host.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(host.process.pid, signal.SIGTERM)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     host.process.wait(timeout=5)
-            for pid in pids.split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
+        _remove_network(self.bridge, [self.netns(h) for h in self.hosts.values()])
+
+
+def _remove_network(bridge: str, namespaces: Sequence[str]) -> None:
+    for netns in namespaces:
+        pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False).stdout
+        for pid in pids.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
+    (OWNERS / bridge).unlink(missing_ok=True)
+
+
+def _reap_orphans() -> None:
+    """Remove fleets whose owning test process is gone (it crashed or was killed before its teardown)."""
+    if not OWNERS.is_dir():
+        return
+    for owner in OWNERS.iterdir():
+        record = json.loads(owner.read_text())
+        try:
+            os.kill(record["pid"], 0)
+        except ProcessLookupError:
+            _remove_network(owner.name, record["netns"])

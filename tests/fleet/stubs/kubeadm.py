@@ -225,6 +225,7 @@ def init(host: Host, argv: list[str]) -> int:
         upload = "--upload-certs" in argv
         if upload:
             cluster["certificateKey"] = secrets.token_hex(32)
+            cluster["issuedCertificateKeys"] = [cluster["certificateKey"]]
         admin = _kubeconfig(endpoint, cluster["name"], "kubernetes-admin", cluster["adminKey"], cluster["ca"])
         ca_hash, key = cluster["caHash"], cluster["certificateKey"]
     _write(ADMIN_CONF, admin)
@@ -259,6 +260,7 @@ def upload_certs(host: Host, argv: list[str]) -> int:
     key = secrets.token_hex(32)
     with host.cluster(endpoint) as cluster:
         cluster["certificateKey"] = key
+        cluster.setdefault("issuedCertificateKeys", []).append(key)
     print('[upload-certs] Storing the certificates in Secret "kubeadm-certs" in the "kube-system" Namespace')
     print("[upload-certs] Using certificate key:")
     print(key)
