@@ -150,6 +150,12 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "mlcluster:nodes[1].labels: sets GPU label 'nvidia.com/mig.config' on a node with no gpu section",
     ),
     (
+        "node label the kubelet may not self-apply",
+        mutate("nodes.1.labels", {"node-role.kubernetes.io/worker": ""}),
+        "mlcluster:nodes[1].labels: has label 'node-role.kubernetes.io/worker', which the kubelet may not set on its"
+        " own node",
+    ),
+    (
         "unknown key with hint",
         mutate("nodes.2.gpu.modle", "H100"),
         'mlcluster:nodes[2].gpu.modle: unknown key (did you mean "model"?)',

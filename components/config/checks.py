@@ -124,6 +124,42 @@ def label_key(value: str) -> str | None:
     return None
 
 
+# What the kubelet may set on its own Node (NodeRestriction; k8s.io/kubelet/pkg/apis/well_known_labels.go).
+KUBELET_LABELS = frozenset(
+    {
+        "kubernetes.io/hostname",
+        "kubernetes.io/os",
+        "kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "topology.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "failure-domain.beta.kubernetes.io/region",
+    }
+)
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def kubelet_may_set_label(key: str) -> bool:
+    """Whether a kubelet may self-apply the label (node labels go through kubelet --node-labels at join)."""
+    namespace = key.rpartition("/")[0]
+    reserved = any(namespace == d or namespace.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
+    if not reserved or key in KUBELET_LABELS:
+        return True
+    return any(namespace == n or namespace.endswith("." + n) for n in KUBELET_LABEL_NAMESPACES)
+
+
+def kubelet_label_problem(key: str) -> str:
+    return (
+        f"has label {key!r}, which the kubelet may not set on its own node (kubernetes.io and k8s.io labels are"
+        f" reserved except {', '.join(n + '/*' for n in KUBELET_LABEL_NAMESPACES)} and a few well-known ones); use"
+        " another prefix such as mlcluster.io/, or label the node with kubectl after it joined"
+    )
+
+
 def labels(value: Any) -> str | None:
     for key, val in value.items():
         if label_key(key):

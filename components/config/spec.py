@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks
-from .gpu import GpuOperatorSpec
+from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
@@ -125,10 +125,15 @@ class GpuSpec:
         check=lambda v: None if v and " " not in v else "must be a non-empty name without spaces",
     )
     mig_config: str | None = setting(
-        None, doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb."
+        None,
+        doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb.",
+        check=lambda v: None if not checks.labels({"nvidia.com/mig.config": v}) else "is not a valid label value",
     )
     time_slicing_replicas: int | None = setting(
         None, doc="Per-node time-slicing replicas (overrides the cluster default).", check=checks.between(2, 64)
+    )
+    driver: Literal["operator", "preinstalled"] | None = setting(
+        None, doc="Who provides this node's NVIDIA driver (default: gpuOperator.driver)."
     )
 
 
@@ -227,6 +232,8 @@ class NodeSpec:
         if len(set(self.roles)) != len(self.roles):
             problems.error(join_path(path, "roles"), "lists a role twice")
         for key in self.labels:
+            if not checks.kubelet_may_set_label(key):
+                problems.error(join_path(path, "labels"), checks.kubelet_label_problem(key))
             if key.startswith("nvidia.com/") and self.gpu is None:
                 problems.error(join_path(path, "labels"), f"sets GPU label {key!r} on a node with no gpu section")
 
@@ -267,6 +274,7 @@ class Spec:
             self._validate_kubeadm(problems)
         elif self.nodes:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
+        validate_gpu(self, problems)
         if self.images.spegel.enabled:
             self._validate_spegel(problems)
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:

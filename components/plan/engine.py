@@ -21,8 +21,9 @@ import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
+from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.config import set_all_config
-from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -208,6 +209,10 @@ def run_program(
         monitor = RecordingMonitor(mocks or PreviewMocks())
         if on_start is not None:
             on_start(monitor)
+        # Pulumi keeps pending Output tasks in a process-wide set; a run that failed leaves its tasks there,
+        # bound to a loop that is closed now, and the next run would wait on them.
+        with SETTINGS.lock:
+            SETTINGS.outputs.clear()
         pulumi_mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
         try:
 
@@ -226,4 +231,10 @@ def run_program(
             loop.close()
             asyncio.set_event_loop(None)
 
-    return contextvars.Context().run(run)
+    try:
+        return contextvars.Context().run(run)
+    finally:
+        # Worker threads do not inherit the run's context, so outputs they create land in the SDK's
+        # process-wide default set; a failed run leaves them there, bound to its closed loop, and the next
+        # run in this process would await them ("Event loop is closed").
+        pulumi_settings.SETTINGS.outputs.clear()

@@ -34,8 +34,9 @@ case $OS_FAMILY in
     if at_version; then
       ok "kubeadm kubelet kubectl at $K8S_VERSION"
     else
-      apt-mark unhold "${packages[@]}" >/dev/null
+      # After the refresh: apt-mark cannot find packages of a repository apt has not read yet.
       pkg_refresh
+      apt-mark unhold "${packages[@]}" >/dev/null
       pkg_install --allow-change-held-packages "${packages[@]/%/=$K8S_VERSION-*}"
       changed "kubeadm kubelet kubectl installed at $K8S_VERSION"
     fi

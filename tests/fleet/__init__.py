@@ -1,0 +1,57 @@
+"""The SSH fleet: real sshd test hosts, recording stubs, and an engine that runs the program against them.
+
+Use it (tests under tests/fleet/ get the fixtures from its conftest.py)::
+
+    @pytest.mark.fleet
+    def test_something(fleet, fleet_engine):
+        hosts = fleet(HostSpec("cp-1"), HostSpec("w-1", os="rocky-9", user="deploy", containerd="2.1.4"))
+        values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+        run = fleet_engine.up(values, secret)          # a real run: every create over SSH, outputs flow
+        run.raise_error()
+        assert run.step("w-1-containerd").stdout ...    # StepRun: host, step, rc, stdout (None if secret), times
+        assert hosts["w-1"].calls("systemctl") ...      # stub calls in order: tool, argv, t0, t1, rc, hashes
+        hosts["w-1"].sessions()                         # SSH sessions the host served, per mlcluster step
+        hosts["w-1"].state()                            # packages, held, services, sysctl, swap, units
+        hosts["w-1"].set(latency=0.2, fail={"kubeadm join": "boom"})   # behaviour from now on
+        hosts["w-1"].run("cat /etc/containerd/config.toml")           # inside the host, as root, no SSH
+
+A host (`hosts.HostSpec`) is: a network namespace whose only address is on the fleet's private /24 in
+198.18.0.0/15 (a bridge in the machine's namespace holds .1; nothing is routed anywhere else); a private
+mount namespace in which /etc, /var and /root are overlays (writes stay with the host, the machine's own
+files are untouched), /run and /home are private, /sys/module is a per-host directory (modprobe's stub
+creates entries there), /usr/local/sbin holds the OS tool stubs and /usr/local/bin the binaries of
+installed packages (kubeadm, kubectl, containerd appear only after their package is installed; the
+machine's own /usr/bin copies are masked); a fake /etc/os-release (`os=`: debian-12/13, ubuntu-22.04/24.04,
+rocky/almalinux/rhel-9/10); and its own sshd (per-run ed25519 host key, pinned by the tests; per-run
+client key; `user=` other than root gets passwordless sudo; `only_via=` accepts sessions only from that
+bastion host). sshd's ForceCommand (`stubs/session.sh`) records every session with the mlcluster step it
+runs, then runs the command unchanged; PATH is forced by sshd (SetEnv) and sudo's secure_path already
+starts with /usr/local/sbin, so `bash -c` non-login sessions, root or sudo, find the stubs first.
+
+Stubs (`stubs/*.py`, run by the test's Python) behave like the real tools at their boundary and validate
+their input: kubeadm (init/join configs against the upstream v1beta4/kubelet schemas, preflight checks,
+real output formats, tokens/CA hash/certificate key checked on join), kubectl, systemctl, apt-get/
+apt-mark/dpkg-query, dnf/rpm, modprobe, sysctl, swapon/swapoff, containerd --version, curl/gpg. A shared
+directory per cluster stands in for the API server. Add a stub: a function in a stubs file, its name in
+`_stub.STUB_FILES` (and `OS_TOOLS` if it is on PATH from the start, or a package's `BINARIES`).
+
+`engine.FleetEngine` is the executing mock engine; its docstring says exactly where it differs from a
+real `pulumi up` (every create re-runs on a repeated run; removed resources' deletes run in reverse
+dependency order). Fleet tests are marked `fleet`; they need root, `ip netns`, `unshare`, sshd and sudo,
+and FAIL (FleetUnavailable) when the machine lacks them. MLCLUSTER_FLEET_KEEP=1 keeps the fleet's
+directory (logs, host state) for a post-mortem.
+"""
+
+from .engine import FleetEngine, FleetRun, RemoteCommandError, StepRun
+from .hosts import Fleet, FleetHost, FleetUnavailable, HostSpec
+
+__all__ = [
+    "Fleet",
+    "FleetEngine",
+    "FleetHost",
+    "FleetRun",
+    "FleetUnavailable",
+    "HostSpec",
+    "RemoteCommandError",
+    "StepRun",
+]

@@ -1,0 +1,25 @@
+"""Numbers the fleet tests measure (wall times, SSH sessions per step, peak concurrency), printed at the end
+of the pytest run and written to build/fleet-measurements.json."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .hosts import FleetHost
+
+MEASUREMENTS: dict[str, Any] = {}
+
+
+def sessions_per_step(host: FleetHost) -> Counter[str]:
+    """SSH sessions the host served, by the mlcluster step each ran (from the ForceCommand recorder)."""
+    return Counter(s["step"] for s in host.sessions() if s["event"] == "start")
+
+
+def peak_concurrent_sessions(host: FleetHost) -> int:
+    events = sorted((s["t"], 1 if s["event"] == "start" else -1) for s in host.sessions())
+    peak = current = 0
+    for _, delta in events:
+        current += delta
+        peak = max(peak, current)
+    return peak

@@ -1,0 +1,168 @@
+"""What every fleet stub shares: the host it runs on, its persistent state, the call log, the shared cluster.
+
+A stub runs inside one test host's private mount namespace, where `/etc/mlcluster-fleet/host.json` says
+which host it is and where that host's state lives (a directory outside the namespace, so tests read it
+directly). `settings.json` in that directory is re-read on every call, so a test can change a host's
+behaviour between runs: `latency` (seconds every stub call sleeps), `fail` ({"<tool> <args prefix>":
+"message"}: the matching call prints the message and exits 1), `containerdVersion`.
+
+The "API server" of a cluster is a directory shared by all hosts of a fleet (`cluster_root/<endpoint>`):
+`kubeadm init` creates it, `token create` adds tokens, `join` checks them and registers Nodes, `kubectl`
+reads and changes them. No network traffic is involved.
+
+Calls are appended to `calls.jsonl` (one JSON object a line: tool, argv, t0, t1, rc and hashes of the
+inputs that matter, never their content), so tests can assert order and count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+HOST_CONFIG = Path("/etc/mlcluster-fleet/host.json")
+
+
+class StubExit(Exception):  # noqa: N818 (an exit, not an error)
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def fail(message: str, code: int = 1) -> StubExit:
+    return StubExit(code, message)
+
+
+def sha256(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+class Host:
+    def __init__(self) -> None:
+        config = json.loads(HOST_CONFIG.read_text())
+        self.name: str = config["name"]
+        self.state_dir = Path(config["state"])
+        self.cluster_root = Path(config["clusterRoot"])
+        self.python: str = config["python"]
+        self.stubs: str = config["stubs"]
+        self.bin_dir = Path(config["binDir"])
+        settings_file = self.state_dir / "settings.json"
+        self.settings: dict[str, Any] = json.loads(settings_file.read_text()) if settings_file.exists() else {}
+        self.record_extra: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def state(self) -> Iterator[dict[str, Any]]:
+        """The host's stub state (services, packages, sysctl, swap), locked for the block."""
+        with _locked_json(self.state_dir / "db.json") as data:
+            yield data
+
+    def cluster(self, endpoint: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        return _locked_json(self.cluster_root / _safe(endpoint) / "cluster.json")
+
+    def cluster_exists(self, endpoint: str) -> bool:
+        return (self.cluster_root / _safe(endpoint) / "cluster.json").exists()
+
+    def install_binary(self, tool: str) -> None:
+        """A package put `tool` on PATH (the stubs for package binaries appear only once installed)."""
+        write_launcher(self.bin_dir / tool, self.python, Path(self.stubs), tool)
+
+    def remove_binary(self, tool: str) -> None:
+        (self.bin_dir / tool).unlink(missing_ok=True)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+@contextlib.contextmanager
+def _locked_json(path: Path) -> Iterator[dict[str, Any]]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(path.read_text()) if path.exists() else {}
+        yield data
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(path)
+
+
+STUB_FILES = {
+    "kubeadm": "kubeadm.py",
+    "kubectl": "kubectl.py",
+    "systemctl": "systemctl.py",
+    "apt-get": "packages.py",
+    "apt-mark": "packages.py",
+    "dpkg-query": "packages.py",
+    "dnf": "packages.py",
+    "rpm": "packages.py",
+    "modprobe": "kernel.py",
+    "sysctl": "kernel.py",
+    "swapon": "kernel.py",
+    "swapoff": "kernel.py",
+    "containerd": "containerd.py",
+    "curl": "fetch.py",
+    "gpg": "fetch.py",
+}
+OS_TOOLS = (
+    "systemctl",
+    "apt-get",
+    "apt-mark",
+    "dpkg-query",
+    "dnf",
+    "rpm",
+    "modprobe",
+    "sysctl",
+    "swapon",
+    "swapoff",
+    "curl",
+    "gpg",
+)
+"""On every host's PATH from the start (the other stubs appear when their package is installed)."""
+
+
+def write_launcher(path: Path, python: str, stubs: Path, tool: str) -> None:
+    path.write_text(f'#!/bin/sh\nexec {python} -s {stubs / STUB_FILES[tool]} {tool} "$@"\n')
+    path.chmod(0o755)
+
+
+def main(tools: dict[str, Callable[[Host, list[str]], int]]) -> None:
+    """Entry of a stub file: `<file>.py <tool> args...`; sleeps, injects failures, runs, records."""
+    tool, argv = sys.argv[1], sys.argv[2:]
+    host = Host()
+    t0 = time.time()
+    latency = float(host.settings.get("latency", 0))
+    if latency:
+        time.sleep(latency)
+    rc = 0
+    try:
+        line = " ".join([tool, *argv])
+        for prefix, message in (host.settings.get("fail") or {}).items():
+            if line.startswith(prefix):
+                raise fail(message)
+        rc = tools[tool](host, argv)
+    except StubExit as exit_:
+        if exit_.message:
+            print(exit_.message, file=sys.stderr)
+        rc = exit_.code
+    finally:
+        entry = {
+            "tool": tool,
+            "argv": argv,
+            "t0": t0,
+            "t1": time.time(),
+            "rc": rc,
+            "pid": os.getpid(),
+            **host.record_extra,
+        }
+        with open(host.state_dir / "calls.jsonl", "a") as log:
+            log.write(json.dumps(entry) + "\n")
+    sys.stdout.flush()
+    os._exit(rc)

@@ -1,0 +1,374 @@
+"""kubeadm: init, join, token create, upload-certs and reset, validating configs against the v1beta4 schema.
+
+Configs are checked against ../shared/fixtures/upstream/config-schemas (unknown fields and a wrong
+apiVersion are errors), preflight checks what the node steps must have done (swap off, br_netfilter,
+ip_forward, containerd running), and output follows real kubeadm's format.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from _stub import Host, fail, main, sha256
+
+SCHEMAS = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "upstream" / "config-schemas"
+KUBEADM_API = "kubeadm.k8s.io/v1beta4"
+KUBELET_API = "kubelet.config.k8s.io/v1beta1"
+ADMIN_CONF = Path("/etc/kubernetes/admin.conf")
+KUBELET_CONF = Path("/etc/kubernetes/kubelet.conf")
+RESTRICTED_LABEL = re.compile(r"^(?:[^/]*\.)?(kubernetes\.io|k8s\.io)/")
+KUBELET_ALLOWED_LABELS = (
+    "kubernetes.io/hostname",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+)
+KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
+
+
+def _schema(kind: str) -> dict[str, Any]:
+    if kind == "KubeletConfiguration":
+        return json.loads((SCHEMAS / "kubelet-config-v1beta1.json").read_text())["kinds"][kind]
+    return json.loads((SCHEMAS / "kubeadm-v1beta4.json").read_text())["kinds"][kind]
+
+
+def load_config(host: Host, path: str, allowed: set[str]) -> dict[str, dict[str, Any]]:
+    """The documents of a --config file by kind; any schema problem is kubeadm's 'error unmarshaling'."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise fail(f"unable to read config from {path!r}: {error}") from None
+    host.record_extra.setdefault("configSha256", {})[path] = sha256(text)
+    documents: dict[str, dict[str, Any]] = {}
+    for document in yaml.safe_load_all(text):
+        if not document:
+            continue
+        kind, api = document.get("kind"), document.get("apiVersion")
+        if kind not in allowed:
+            raise fail(f"error: unexpected kind {kind!r} in {path} (expected one of {sorted(allowed)})")
+        wanted = KUBELET_API if kind == "KubeletConfiguration" else KUBEADM_API
+        if api != wanted:
+            raise fail(f'error: no kind "{kind}" is registered for version "{api}" (want {wanted})')
+        problems = [
+            f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+            for e in jsonschema.Draft202012Validator(_schema(kind)).iter_errors(document)
+        ]
+        if problems:
+            raise fail(f"error: {kind} in {path} is invalid (strict decoding):\n  " + "\n  ".join(problems))
+        documents[kind] = document
+    return documents
+
+
+def preflight(host: Host, *, joining: bool) -> None:
+    errors = []
+    with host.state() as state:
+        if state.get("swap", False):
+            errors.append("[ERROR Swap]: swap is enabled; disable it (swapoff -a) or set failSwapOn: false")
+        if state.get("sysctl", {}).get("net.ipv4.ip_forward") != "1":
+            errors.append(
+                "[ERROR FileContent--proc-sys-net-ipv4-ip_forward]: /proc/sys/net/ipv4/ip_forward contents"
+                " are not set to 1"
+            )
+        if not state.get("services", {}).get("containerd", {}).get("active"):
+            errors.append("[ERROR CRI]: container runtime is not running: unix:///var/run/containerd/containerd.sock")
+        if "kubelet" not in state.get("packages", {}):
+            errors.append("[ERROR FileExisting-kubelet]: kubelet not found in system path")
+    if not os.path.isdir("/sys/module/br_netfilter"):
+        errors.append("[ERROR FileExisting-br_netfilter]: br_netfilter module is not loaded")
+    for path in ("/etc/kubernetes/manifests/kube-apiserver.yaml", str(KUBELET_CONF)):
+        if os.path.exists(path):
+            errors.append(f"[ERROR FileAvailable--{path.strip('/').replace('/', '-')}]: {path} already exists")
+    if errors:
+        raise fail(
+            "error execution phase preflight: [preflight] Some fatal errors occurred:\n\t"
+            + "\n\t".join(errors)
+            + "\n[preflight] If you know what you are doing, you can make a check non-fatal with"
+            " `--ignore-preflight-errors=...`"
+        )
+
+
+def _labels_of(registration: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for arg in registration.get("kubeletExtraArgs") or []:
+        if arg.get("name") == "node-labels":
+            for pair in arg.get("value", "").split(","):
+                if pair:
+                    key, _, value = pair.partition("=")
+                    labels[key] = value
+    bad = [
+        k
+        for k in labels
+        if RESTRICTED_LABEL.match(k) and k not in KUBELET_ALLOWED_LABELS and not k.startswith(KUBELET_ALLOWED_PREFIXES)
+    ]
+    if bad:
+        # The kubelet refuses to start, so the TLS bootstrap never completes.
+        raise fail(
+            "error execution phase kubelet-start: timed out waiting for the condition: kubelet: unknown"
+            f" 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: {bad}"
+        )
+    return labels
+
+
+def _kubeconfig(endpoint: str, cluster_name: str, user: str, client_key: str, ca: str) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": f"{user}@{cluster_name}",
+            "clusters": [
+                {"name": cluster_name, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca}}
+            ],
+            "contexts": [{"name": f"{user}@{cluster_name}", "context": {"cluster": cluster_name, "user": user}}],
+            "users": [
+                {
+                    "name": user,
+                    "user": {
+                        "client-certificate-data": base64.b64encode(f"cert-{user}".encode()).decode(),
+                        "client-key-data": client_key,
+                    },
+                }
+            ],
+        },
+        sort_keys=False,
+    )
+
+
+def _write(path: Path, text: str, mode: int = 0o600) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def new_token() -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return (
+        "".join(secrets.choice(alphabet) for _ in range(6)) + "." + "".join(secrets.choice(alphabet) for _ in range(16))
+    )
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _admin_endpoint() -> str:
+    try:
+        config = yaml.safe_load(ADMIN_CONF.read_text())
+    except FileNotFoundError:
+        raise fail(
+            "failed to load admin kubeconfig: open /etc/kubernetes/admin.conf: no such file or directory"
+        ) from None
+    return str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
+
+
+def _node(registration: dict[str, Any], control_plane: bool, host: Host) -> dict[str, Any]:
+    return {
+        "labels": _labels_of(registration),
+        "taints": registration.get("taints"),
+        "controlPlane": control_plane,
+        "host": host.name,
+        "unschedulable": False,
+    }
+
+
+def init(host: Host, argv: list[str]) -> int:
+    if argv[:2] == ["phase", "upload-certs"]:
+        return upload_certs(host, argv[2:])
+    config_path = _option(argv, "--config")
+    if config_path is None:
+        raise fail("this stub needs kubeadm init --config")
+    docs = load_config(host, config_path, {"InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"})
+    preflight(host, joining=False)
+    init_doc, cluster_doc = docs.get("InitConfiguration", {}), docs.get("ClusterConfiguration", {})
+    local = init_doc.get("localAPIEndpoint", {})
+    endpoint = (
+        cluster_doc.get("controlPlaneEndpoint") or f"{local.get('advertiseAddress')}:{local.get('bindPort', 6443)}"
+    )
+    if ":" not in endpoint.rsplit("]", 1)[-1]:
+        endpoint += ":6443"
+    if host.cluster_exists(endpoint):
+        raise fail(f"a cluster already answers at {endpoint}")
+    name = init_doc.get("nodeRegistration", {}).get("name", host.name)
+    token = new_token()
+    with host.cluster(endpoint) as cluster:
+        cluster.update(
+            endpoint=endpoint,
+            name=cluster_doc.get("clusterName", "kubernetes"),
+            caHash=secrets.token_hex(32),
+            ca=base64.b64encode(secrets.token_bytes(24)).decode(),
+            adminKey=base64.b64encode(secrets.token_bytes(32)).decode(),
+            tokens={token: time.time() + 86400},
+            certificateKey=None,
+            nodes={},
+        )
+        cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host)
+        upload = "--upload-certs" in argv
+        if upload:
+            cluster["certificateKey"] = secrets.token_hex(32)
+            cluster["issuedCertificateKeys"] = [cluster["certificateKey"]]
+        admin = _kubeconfig(endpoint, cluster["name"], "kubernetes-admin", cluster["adminKey"], cluster["ca"])
+        ca_hash, key = cluster["caHash"], cluster["certificateKey"]
+    _write(ADMIN_CONF, admin)
+    _write(Path("/etc/kubernetes/super-admin.conf"), admin)
+    _write(
+        KUBELET_CONF,
+        _kubeconfig(
+            endpoint, "kubernetes", f"system:node:{name}", base64.b64encode(secrets.token_bytes(32)).decode(), "ca"
+        ),
+    )
+    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"):
+        _write(Path(f"/etc/kubernetes/manifests/{component}.yaml"), f"# static pod {component}\n")
+    _write(Path("/var/lib/kubelet/config.yaml"), yaml.safe_dump(docs.get("KubeletConfiguration", {})), 0o644)
+    print("[init] Using Kubernetes version: " + str(cluster_doc.get("kubernetesVersion")))
+    print("[preflight] Running pre-flight checks")
+    print("Your Kubernetes control-plane has initialized successfully!\n")
+    if upload:
+        print("You can now join any number of control-plane nodes running the following command on each as root:\n")
+        print(
+            f"  kubeadm join {endpoint} --token {token} \\\n\t--discovery-token-ca-cert-hash sha256:{ca_hash} \\\n"
+            f"\t--control-plane --certificate-key {key}\n"
+        )
+    print("Then you can join any number of worker nodes by running the following on each as root:\n")
+    print(f"kubeadm join {endpoint} --token {token} \\\n\t--discovery-token-ca-cert-hash sha256:{ca_hash} ")
+    return 0
+
+
+def upload_certs(host: Host, argv: list[str]) -> int:
+    if "--upload-certs" not in argv:
+        raise fail("kubeadm init phase upload-certs: this stub needs --upload-certs")
+    endpoint = _admin_endpoint()
+    key = secrets.token_hex(32)
+    with host.cluster(endpoint) as cluster:
+        cluster["certificateKey"] = key
+        cluster.setdefault("issuedCertificateKeys", []).append(key)
+    print('[upload-certs] Storing the certificates in Secret "kubeadm-certs" in the "kube-system" Namespace')
+    print("[upload-certs] Using certificate key:")
+    print(key)
+    return 0
+
+
+def join(host: Host, argv: list[str]) -> int:
+    config_path = _option(argv, "--config")
+    if config_path is None:
+        raise fail("this stub needs kubeadm join --config")
+    docs = load_config(host, config_path, {"JoinConfiguration"})
+    doc = docs.get("JoinConfiguration") or {}
+    preflight(host, joining=True)
+    discovery = doc.get("discovery", {}).get("bootstrapToken", {})
+    endpoint, token = discovery.get("apiServerEndpoint", ""), discovery.get("token", "")
+    if not re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", token):
+        raise fail(
+            "discovery.bootstrapToken.token: Invalid value: the bootstrap token is not of the form"
+            ' "[a-z0-9]{6}.[a-z0-9]{16}"'
+        )
+    if not host.cluster_exists(endpoint):
+        raise fail(
+            f"error execution phase preflight: couldn't validate the identity of the API Server: Get"
+            f' "https://{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info": dial tcp:'
+            " connect: connection refused"
+        )
+    registration = doc.get("nodeRegistration", {})
+    name = registration.get("name", host.name)
+    control_plane = "controlPlane" in doc
+    with host.cluster(endpoint) as cluster:
+        if cluster["tokens"].get(token, 0) < time.time():
+            raise fail(
+                "error execution phase preflight: couldn't validate the identity of the API Server: token id"
+                " is invalid for this cluster or it has expired"
+            )
+        if f"sha256:{cluster['caHash']}" not in discovery.get("caCertHashes", []):
+            raise fail(
+                "error execution phase preflight: cluster CA found in cluster-info ConfigMap is invalid:"
+                " none of the public keys match the provided hashes"
+            )
+        if control_plane and doc["controlPlane"].get("certificateKey") != cluster.get("certificateKey"):
+            raise fail(
+                "error execution phase control-plane-prepare/download-certs: error downloading certs: error"
+                " decoding certificate key: the certificate key does not match the uploaded certificates"
+            )
+        if name in cluster["nodes"]:
+            raise fail(
+                f'error execution phase kubelet-start: a Node with name {name!r} and status "Ready" already'
+                " exists in the cluster. You must delete the existing Node or change the name of this new"
+                " joining Node"
+            )
+        node = _node(registration, control_plane, host)
+        cluster["nodes"][name] = node
+        admin = _kubeconfig(endpoint, cluster["name"], "kubernetes-admin", cluster["adminKey"], cluster["ca"])
+    _write(
+        KUBELET_CONF,
+        _kubeconfig(
+            endpoint, "kubernetes", f"system:node:{name}", base64.b64encode(secrets.token_bytes(32)).decode(), "ca"
+        ),
+    )
+    _write(Path("/var/lib/kubelet/config.yaml"), "kind: KubeletConfiguration\n", 0o644)
+    if control_plane:
+        _write(ADMIN_CONF, admin)
+        for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"):
+            _write(Path(f"/etc/kubernetes/manifests/{component}.yaml"), f"# static pod {component}\n")
+    print("[preflight] Running pre-flight checks")
+    print(
+        "This node has joined the cluster" + (" and a new control plane instance was created" if control_plane else ":")
+    )
+    return 0
+
+
+def token(host: Host, argv: list[str]) -> int:
+    if argv[:1] != ["create"]:
+        raise fail(f"kubeadm token: the stub supports create only, not {' '.join(argv)}")
+    endpoint = _admin_endpoint()
+    ttl = _option(argv, "--ttl") or "24h"
+    seconds = int(ttl[:-1]) * {"h": 3600, "m": 60, "s": 1}[ttl[-1]]
+    value = new_token()
+    with host.cluster(endpoint) as cluster:
+        cluster["tokens"][value] = time.time() + seconds
+        ca_hash = cluster["caHash"]
+    if "--print-join-command" in argv:
+        # Real kubeadm's template leaves a space after each hash.
+        print(f"kubeadm join {endpoint} --token {value} --discovery-token-ca-cert-hash sha256:{ca_hash} ")
+    else:
+        print(value)
+    return 0
+
+
+def reset(host: Host, argv: list[str]) -> int:
+    if "-f" not in argv and "--force" not in argv:
+        raise fail("[reset] Are you sure you want to proceed? [y/N]: aborted (no terminal)")
+    for path in ("/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf", "/etc/kubernetes/kubelet.conf"):
+        Path(path).unlink(missing_ok=True)
+    for directory in ("/etc/kubernetes/manifests", "/etc/kubernetes/pki", "/var/lib/kubelet", "/var/lib/etcd"):
+        shutil.rmtree(directory, ignore_errors=True)
+    print("[reset] Deleted contents of: [/etc/kubernetes/manifests /var/lib/kubelet /etc/cni/net.d]")
+    return 0
+
+
+def kubeadm(host: Host, argv: list[str]) -> int:
+    commands = {"init": init, "join": join, "token": token, "reset": reset}
+    if not argv or argv[0] not in commands:
+        raise fail(f"kubeadm: the stub does not know {' '.join(argv)}")
+    return commands[argv[0]](host, argv[1:])
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main({"kubeadm": kubeadm})

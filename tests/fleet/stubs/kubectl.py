@@ -1,0 +1,111 @@
+"""kubectl against the fleet's cluster state: get, drain, cordon, delete and label nodes.
+
+The kubeconfig must be one the cluster issued (its server names the cluster, its client key must match),
+as an API server would refuse anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from _stub import Host, fail, main
+
+
+def _cluster_endpoint(host: Host, argv: list[str]) -> str:
+    path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    for i, arg in enumerate(argv):
+        if arg == "--kubeconfig":
+            path = argv[i + 1]
+        elif arg.startswith("--kubeconfig="):
+            path = arg.split("=", 1)[1]
+    try:
+        config: dict[str, Any] = yaml.safe_load(Path(path).read_text())
+    except OSError:
+        raise fail(
+            "The connection to the server localhost:8080 was refused - did you specify the right host or port?"
+        ) from None
+    endpoint = str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
+    if not host.cluster_exists(endpoint):
+        raise fail(f"Unable to connect to the server: dial tcp {endpoint}: connect: connection refused")
+    with host.cluster(endpoint) as cluster:
+        if config["users"][0]["user"].get("client-key-data") != cluster["adminKey"]:
+            raise fail("error: You must be logged in to the server (Unauthorized)")
+    return endpoint
+
+
+def _words(argv: list[str]) -> list[str]:
+    words, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--kubeconfig", "-o", "--timeout", "-n", "--namespace"):
+            skip = True
+        elif not arg.startswith("-"):
+            words.append(arg)
+    return words
+
+
+def kubectl(host: Host, argv: list[str]) -> int:
+    endpoint = _cluster_endpoint(host, argv)
+    words = _words(argv)
+    verb, rest = words[0], words[1:]
+    if verb in ("drain", "cordon", "uncordon"):
+        kind, names = "node", rest
+    else:
+        kind, names = (rest[0] if rest else ""), rest[1:]
+        if "/" in kind:
+            kind, names = kind.split("/", 1)[0], [kind.split("/", 1)[1], *names]
+    if kind not in ("node", "nodes", "no"):
+        raise fail(f"kubectl: the stub only knows nodes, not {kind!r}")
+    with host.cluster(endpoint) as cluster:
+        nodes: dict[str, Any] = cluster["nodes"]
+        missing = [n for n in names if n not in nodes]
+        if missing:
+            raise fail(f'Error from server (NotFound): nodes "{missing[0]}" not found')
+        if verb == "get":
+            print("NAME STATUS ROLES AGE VERSION")
+            for name in names or sorted(nodes):
+                role = "control-plane" if nodes[name]["controlPlane"] else "<none>"
+                status = "Ready,SchedulingDisabled" if nodes[name]["unschedulable"] else "Ready"
+                print(f"{name} {status} {role} 1m v1")
+        elif verb in ("drain", "cordon"):
+            for name in names:
+                nodes[name]["unschedulable"] = True
+                print(f"node/{name} cordoned")
+                if verb == "drain":
+                    if "--ignore-daemonsets" not in argv:
+                        raise fail(
+                            f"error: unable to drain node {name!r} due to error: cannot delete DaemonSet-managed"
+                            " Pods (use --ignore-daemonsets to ignore)"
+                        )
+                    print(f"node/{name} drained")
+        elif verb == "uncordon":
+            for name in names:
+                nodes[name]["unschedulable"] = False
+                print(f"node/{name} uncordoned")
+        elif verb == "delete":
+            for name in names:
+                del nodes[name]
+                print(f'node "{name}" deleted')
+        elif verb == "label":
+            name, pairs = names[0], names[1:]
+            for pair in pairs:
+                key, _, value = pair.partition("=")
+                if key in nodes[name]["labels"] and "--overwrite" not in argv and nodes[name]["labels"][key] != value:
+                    raise fail(
+                        f"error: '{key}' already has a value ({nodes[name]['labels'][key]}), and --overwrite is false"
+                    )
+                nodes[name]["labels"][key] = value
+            print(f"node/{name} labeled")
+        else:
+            raise fail(f"kubectl: the stub does not know {verb!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(__file__))
+    main({"kubectl": kubectl})

@@ -1,0 +1,214 @@
+"""apt-get, apt-mark, dpkg-query, dnf, rpm: a package database per host and the repositories it sees.
+
+Packages come only from repositories the host has configured (the Kubernetes repository file and key
+for DEB, the Docker and Kubernetes `.repo` files for RPM), apt needs `update` after a source changed,
+held packages and dnf excludes behave as upstream, and installing a package puts its binaries on PATH
+and its systemd unit in place.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+from typing import Any
+
+from _stub import Host, fail, main, sha256
+
+K8S_PACKAGES = ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
+BINARIES = {
+    "containerd": ["containerd"],
+    "containerd.io": ["containerd"],
+    "kubeadm": ["kubeadm"],
+    "kubectl": ["kubectl"],
+}
+UNITS = {"containerd": "containerd", "containerd.io": "containerd", "kubelet": "kubelet"}
+DEB_K8S_SOURCE = "/etc/apt/sources.list.d/kubernetes.list"
+DEB_K8S_KEYRING = "/etc/apt/keyrings/kubernetes-apt-keyring.gpg"
+RPM_K8S_REPO = "/etc/yum.repos.d/kubernetes.repo"
+RPM_DOCKER_REPO = "/etc/yum.repos.d/docker-ce.repo"
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def _k8s_minor(text: str | None) -> str | None:
+    match = re.search(r"pkgs\.k8s\.io/core:/stable:/v(\d+\.\d+)/(deb|rpm)/", text or "")
+    return match.group(1) if match else None
+
+
+def _k8s_versions(minor: str) -> list[str]:
+    return [f"{minor}.{patch}" for patch in range(6)]
+
+
+def _sources_hash() -> str:
+    return sha256(f"{_read(DEB_K8S_SOURCE)}|{os.path.exists(DEB_K8S_KEYRING)}")
+
+
+def _deb_available(host: Host, state: dict[str, Any], name: str) -> list[str]:
+    if name == "containerd":
+        return [f"{host.settings.get('containerdVersion', '1.7.24')}~ds1-1"]
+    if name in K8S_PACKAGES:
+        minor = _k8s_minor(_read(DEB_K8S_SOURCE))
+        # apt sees a source only after `apt-get update` read it (and its signing key).
+        if minor is None or state.get("aptUpdatedSources") != _sources_hash() or not os.path.exists(DEB_K8S_KEYRING):
+            return []
+        return [f"{v}-1.1" for v in _k8s_versions(minor)]
+    return []
+
+
+def _installed(host: Host, state: dict[str, Any], name: str, version: str) -> None:
+    state.setdefault("packages", {})[name] = version
+    for tool in BINARIES.get(name, []):
+        host.install_binary(tool)
+    unit = UNITS.get(name)
+    if unit:
+        units = state.setdefault("units", [])
+        if unit not in units:
+            units.append(unit)
+
+
+def apt_get(host: Host, argv: list[str]) -> int:
+    words = [a for a in argv if not a.startswith("-")]
+    with host.state() as state:
+        if words[:1] == ["update"]:
+            state["aptUpdatedSources"] = _sources_hash()
+            host.record_extra["sourcesSha256"] = state["aptUpdatedSources"]
+            print("Reading package lists...")
+            return 0
+        if words[:1] != ["install"]:
+            raise fail(f"apt-get: unsupported by the stub: {' '.join(argv)}")
+        if "-y" not in argv:
+            raise fail("apt-get install without -y would wait for an answer")
+        held = set(state.get("held", []))
+        packages = state.setdefault("packages", {})
+        plan: list[tuple[str, str]] = []
+        for spec in words[1:]:
+            name, _, wanted = spec.partition("=")
+            available = _deb_available(host, state, name)
+            if not available:
+                raise fail(f"E: Unable to locate package {name}", 100)
+            matching = [v for v in available if not wanted or fnmatch.fnmatchcase(v, wanted)]
+            if not matching:
+                raise fail(f"E: Version '{wanted}' for '{name}' was not found", 100)
+            version = matching[-1]
+            if name in held and packages.get(name) != version and "--allow-change-held-packages" not in argv:
+                raise fail("E: Held packages were changed and -y was used without --allow-change-held-packages.", 100)
+            plan.append((name, version))
+        for name, version in plan:
+            _installed(host, state, name, version)
+            if name in UNITS:
+                # Debian packages enable and start their service in postinst.
+                service = state.setdefault("services", {}).setdefault(
+                    UNITS[name], {"enabled": False, "active": False, "starts": 0, "restarts": 0}
+                )
+                service.update(enabled=True, active=True)
+                service["starts"] += 1
+            print(f"Setting up {name} ({version}) ...")
+    return 0
+
+
+def apt_mark(host: Host, argv: list[str]) -> int:
+    action, names = argv[0], argv[1:]
+    with host.state() as state:
+        held = state.setdefault("held", [])
+        packages = state.get("packages", {})
+        if action == "showhold":
+            print("\n".join(sorted(held)))
+            return 0
+        for name in names:
+            if name not in packages and not _deb_available(host, state, name):
+                raise fail(f"E: Unable to locate package {name}", 100)
+            if name not in packages:
+                print(f"{name} was already not on hold.")
+                continue
+            if action == "hold" and name not in held:
+                held.append(name)
+                print(f"{name} set on hold.")
+            elif action == "unhold" and name in held:
+                held.remove(name)
+                print(f"Canceled hold on {name}.")
+    return 0
+
+
+def dpkg_query(host: Host, argv: list[str]) -> int:
+    names = [a for a in argv if not a.startswith("-")]
+    fmt = next((a.split("=", 1)[1] for a in argv if a.startswith("-f=") or a.startswith("--showformat=")), None)
+    with host.state() as state:
+        packages = state.get("packages", {})
+    rc = 0
+    for name in names:
+        if name not in packages:
+            print(f"dpkg-query: no packages found matching {name}", file=sys.stderr)
+            rc = 1
+            continue
+        text = (fmt or "${Package}\t${Version}\n").replace("${Version}", packages[name]).replace("${Package}", name)
+        text = text.replace("${Status}", "install ok installed")
+        sys.stdout.write(text)
+    return rc
+
+
+def _repo_excludes(text: str) -> list[str]:
+    match = re.search(r"^exclude\s*=\s*(.*)$", text, re.MULTILINE)
+    return match.group(1).split() if match else []
+
+
+def dnf(host: Host, argv: list[str]) -> int:
+    words = [a for a in argv if not a.startswith("-")]
+    if words[:1] == ["makecache"]:
+        return 0
+    if words[:1] != ["install"]:
+        raise fail(f"dnf: unsupported by the stub: {' '.join(argv)}")
+    if "-y" not in argv:
+        raise fail("dnf install without -y would wait for an answer")
+    disabled = {a.split("=", 1)[1] for a in argv if a.startswith("--disableexcludes=")}
+    k8s_repo = _read(RPM_K8S_REPO)
+    with host.state() as state:
+        plan = []
+        for spec in words[1:]:
+            match = re.fullmatch(r"([a-z.-]+?)(?:-(\d[\w.]*))?", spec)
+            if not match:
+                raise fail(f"Error: Unable to find a match: {spec}")
+            name, wanted = match.group(1), match.group(2)
+            if name == "containerd.io" and _read(RPM_DOCKER_REPO) is not None:
+                available = [str(host.settings.get("containerdVersion", "1.7.24"))]
+            elif name in K8S_PACKAGES and _k8s_minor(k8s_repo):
+                excluded = name in _repo_excludes(k8s_repo or "") and not disabled & {"kubernetes", "all"}
+                available = [] if excluded else _k8s_versions(_k8s_minor(k8s_repo) or "")
+            else:
+                available = []
+            matching = [v for v in available if wanted is None or v == wanted]
+            if not matching:
+                raise fail(f"Error: Unable to find a match: {spec}")
+            plan.append((name, matching[-1]))
+        for name, version in plan:
+            _installed(host, state, name, version)
+    return 0
+
+
+def rpm(host: Host, argv: list[str]) -> int:
+    if "-q" not in argv:
+        raise fail(f"rpm: unsupported by the stub: {' '.join(argv)}")
+    names = [a for a in argv if not a.startswith("-") and not a.startswith("%")]
+    fmt = argv[argv.index("--qf") + 1] if "--qf" in argv else "%{NAME}-%{VERSION}\n"
+    names = [n for n in names if n != fmt]
+    with host.state() as state:
+        packages = state.get("packages", {})
+    rc = 0
+    for name in names:
+        if name not in packages:
+            print(f"package {name} is not installed")
+            rc = 1
+            continue
+        sys.stdout.write(fmt.replace("%{VERSION}", packages[name]).replace("%{NAME}", name))
+    return rc
+
+
+if __name__ == "__main__":
+    main({"apt-get": apt_get, "apt-mark": apt_mark, "dpkg-query": dpkg_query, "dnf": dnf, "rpm": rpm})

@@ -1,0 +1,269 @@
+"""kubeadm over SSH against the fleet: bootstrap, re-run, failures, removal, secrets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.plan.writer import write_plan
+
+from ..conftest import load_spec
+from .engine import FleetRun
+from .hosts import Fleet, FleetHost, HostSpec
+from .measure import MEASUREMENTS, peak_concurrent_sessions, sessions_per_step
+
+pytestmark = pytest.mark.fleet
+
+PREPARE = ["os", "swap", "kernel-modules", "sysctl", "containerd", "kube-packages"]
+SECRET_STEPS = ("join-credentials", "admin-kubeconfig")
+
+
+def calls(host: FleetHost, tool: str, *prefix: str) -> list[dict[str, Any]]:
+    return [c for c in host.calls(tool) if c["argv"][: len(prefix)] == list(prefix)]
+
+
+def secrets_of(hosts: Fleet) -> dict[str, str]:
+    """Every secret the run handled, by a name for the failure message."""
+    found = {"ssh private key": hosts.client_private_key}
+    body = hosts.client_private_key.splitlines()[1:-1]
+    found |= {f"ssh private key line {i}": line for i, line in enumerate(body) if len(line) > 16}
+    for cluster in hosts.clusters():
+        found["admin client key (kubeconfig)"] = cluster["adminKey"]
+        for i, token in enumerate(cluster["tokens"]):
+            found[f"bootstrap token {i}"] = token
+            found[f"bootstrap token secret {i}"] = token.split(".")[1]
+        for i, key in enumerate(cluster.get("issuedCertificateKeys", [])):
+            found[f"certificate key {i}"] = key
+    return found
+
+
+def assert_no_secret_leaks(hosts: Fleet, run: FleetRun, values: dict[str, Any], secret: list[str], out: Path) -> None:
+    """No secret in plan files, recorded logs (stubs, sessions, sshd, engine steps) or non-secret outputs."""
+    assert run.program is not None
+    spec = load_spec(values, secret)
+    write_plan(run.program, out / "plan", project="mlcluster", stack="fleet", spec=spec)
+    places = {str(p): p.read_text() for p in (out / "plan").rglob("*") if p.is_file()}
+    for host in hosts.hosts.values():
+        for log in [*host.state_dir.glob("*.jsonl"), host.dir / "sshd.log", host.dir / "boot.log"]:
+            places[str(log)] = log.read_text()
+    places["engine steps"] = json.dumps([dataclasses.asdict(step) for step in run.steps])
+    places["non-secret stack outputs"] = json.dumps(
+        {k: v.value for k, v in run.program.outputs.items() if not v.secret}
+    )
+    secrets = secrets_of(hosts)
+    assert len([k for k in secrets if k.startswith("bootstrap token ")]) >= 6 and "certificate key 0" in secrets
+    # The checks can fail: the secrets are where they belong.
+    assert secrets["admin client key (kubeconfig)"] in run.program.outputs["kubeconfig"].value
+    assert secrets["admin client key (kubeconfig)"] in hosts["cp-1"].read("/etc/kubernetes/admin.conf")
+    leaks = [f"{name} in {place}" for name, value in secrets.items() for place, text in places.items() if value in text]
+    assert leaks == []
+    # kubeadm's own output (with tokens) stays in a root-only log on the node.
+    assert hosts["cp-1"].run("stat -c %a /var/log/mlcluster/kubeadm-init.log").stdout.strip() == "600"
+
+
+def one_plus_two(fleet: Any) -> tuple[Fleet, dict[str, Any], list[str]]:
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1", os="ubuntu-22.04"), HostSpec("w-2", os="debian-13"))
+    values, secret = hosts.stack_values(
+        [
+            hosts["cp-1"].node("control-plane"),
+            hosts["w-1"].node(labels={"mlcluster.io/pool": "cpu"}),
+            hosts["w-2"].node(),
+        ]
+    )
+    return hosts, values, secret
+
+
+def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, fleet_engine) -> None:
+    hosts, values, secret = one_plus_two(fleet)
+    first = fleet_engine.up(values, secret)
+    first.raise_error()
+    MEASUREMENTS["1cp+2w wall seconds"] = round(first.wall_seconds, 2)
+
+    cluster = hosts.clusters()
+    assert len(cluster) == 1 and sorted(cluster[0]["nodes"]) == ["cp-1", "w-1", "w-2"]
+    assert cluster[0]["nodes"]["w-1"]["labels"] == {"mlcluster.io/pool": "cpu"}
+    for name in ("cp-1", "w-1", "w-2"):
+        host = hosts[name]
+        order = [s["step"] for s in host.sessions() if s["event"] == "start"]
+        assert order[: len(PREPARE)] == PREPARE, f"{name} ran its steps out of order: {order}"
+        state = host.state()
+        assert state["swap"] is False and "# disabled by mlcluster" in host.read("/etc/fstab")
+        assert {p: state["packages"][p] for p in ("kubeadm", "kubelet", "kubectl")} == dict.fromkeys(
+            ("kubeadm", "kubelet", "kubectl"), "1.34.2-1.1"
+        )
+        assert sorted(state["held"]) == ["kubeadm", "kubectl", "kubelet"]
+        assert state["services"]["containerd"]["active"] and state["services"]["kubelet"]["enabled"]
+        assert state["sysctl"]["net.ipv4.ip_forward"] == "1"
+        assert host.exists("/sys/module/br_netfilter") and host.exists("/etc/kubernetes/kubelet.conf")
+        config = host.read("/etc/containerd/config.toml")
+        assert "version = 2" in config and "SystemdCgroup = true" in config
+        # Every preparation step is one SSH session.
+        assert all(sessions_per_step(host)[step] == 1 for step in PREPARE), sessions_per_step(host)
+    assert len(calls(hosts["cp-1"], "kubeadm", "init")) == 1
+    assert [len(calls(hosts[w], "kubeadm", "join")) for w in ("w-1", "w-2")] == [1, 1]
+    kubeconfig = yaml.safe_load(first.program.outputs["kubeconfig"].value)
+    assert first.program.outputs["kubeconfig"].secret
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://{hosts['cp-1'].address}:6443"
+    # Independent hosts prepare at the same time: the three os steps overlap.
+    os_steps = [first.step(f"{n}-os") for n in ("cp-1", "w-1", "w-2")]
+    assert max(s.started for s in os_steps) < min(s.ended for s in os_steps)
+
+    before = {name: hosts[name].calls() for name in hosts.hosts}
+    second = fleet_engine.up(values, secret)
+    second.raise_error()
+    MEASUREMENTS["1cp+2w second run wall seconds"] = round(second.wall_seconds, 2)
+    for step in second.steps:
+        if step.step in SECRET_STEPS:
+            continue
+        lines = (step.stdout or "").splitlines()
+        assert lines and all(line.startswith("ok: ") for line in lines), f"{step.resource}: {step.stdout}"
+    for name, host in hosts.hosts.items():
+        new = host.calls()[len(before[name]) :]
+        changing = [
+            c
+            for c in new
+            if (c["tool"], c["argv"][0]) in {("systemctl", "restart"), ("systemctl", "enable"), ("systemctl", "start")}
+            or (c["tool"], c["argv"][0]) in {("apt-get", "install"), ("apt-get", "update"), ("apt-mark", "hold")}
+            or (c["tool"] == "kubeadm" and c["argv"][0] in ("init", "join", "reset"))
+            or c["tool"] in ("modprobe", "swapoff", "gpg", "curl")
+            or c["argv"][:1] == ["--system"]
+        ]
+        assert changing == [], f"{name}: the second run changed something: {changing}"
+    MEASUREMENTS["ssh sessions per step, per run"] = {
+        name: dict(sessions_per_step(host)) for name, host in hosts.hosts.items()
+    }
+    MEASUREMENTS["peak concurrent sessions per host"] = {
+        name: peak_concurrent_sessions(host) for name, host in hosts.hosts.items()
+    }
+
+
+def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, fleet_engine, tmp_path) -> None:
+    hosts = fleet(
+        HostSpec("cp-1", os="ubuntu-24.04"),
+        HostSpec("cp-2", os="rocky-9", containerd="2.1.4"),
+        HostSpec("cp-3", os="debian-12", user="deploy"),
+        HostSpec("w-1", os="almalinux-10", containerd="2.1.4", user="deploy"),
+        HostSpec("w-2", os="rhel-9", containerd="1.7.27"),
+        HostSpec("w-3", os="ubuntu-22.04", containerd="1.6.38"),
+    )
+    endpoint = "k8s-api.fleet.test:6443"
+    nodes = [hosts[n].node("control-plane") for n in ("cp-1", "cp-2", "cp-3")]
+    nodes += [hosts[n].node(taints=["dedicated=batch:NoSchedule"] if n == "w-3" else []) for n in ("w-1", "w-2", "w-3")]
+    values, secret = hosts.stack_values(nodes, cluster={"controlPlaneEndpoint": endpoint})
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    MEASUREMENTS["3cp+3w wall seconds"] = round(run.wall_seconds, 2)
+
+    (cluster,) = hosts.clusters()
+    assert cluster["endpoint"] == endpoint
+    assert sorted(n for n, node in cluster["nodes"].items() if node["controlPlane"]) == ["cp-1", "cp-2", "cp-3"]
+    assert sorted(cluster["nodes"]) == ["cp-1", "cp-2", "cp-3", "w-1", "w-2", "w-3"]
+    assert cluster["nodes"]["w-3"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+    init = calls(hosts["cp-1"], "kubeadm", "init", "--config")
+    assert len(init) == 1 and "--upload-certs" in init[0]["argv"]
+    # Each further control plane got its own certificate key upload, on the first control plane.
+    assert len(calls(hosts["cp-1"], "kubeadm", "init", "phase", "upload-certs")) == 2
+    for name, family in (("cp-2", "rpm"), ("w-1", "rpm"), ("w-2", "rpm"), ("cp-3", "deb"), ("w-3", "deb")):
+        host = hosts[name]
+        assert f"({family} family)" in run.step(f"{name}-os").stdout
+        installer = "dnf" if family == "rpm" else "apt-get"
+        assert calls(host, installer, "install"), f"{name} installed nothing with {installer}"
+        major = host.spec.containerd.split(".")[0]
+        config = host.read("/etc/containerd/config.toml")
+        assert ("version = 3" if major == "2" else "version = 2") in config, f"{name}: wrong config version"
+        assert "imports" in config
+    assert "exclude=kubelet kubeadm kubectl" in hosts["cp-2"].read("/etc/yum.repos.d/kubernetes.repo")
+    # The non-root hosts ran every step through sudo as their own user.
+    assert {s["user"] for s in hosts["w-1"].sessions()} == {"deploy"}
+    # Control planes joined one at a time, each after the previous one had finished.
+    cp2, cp3 = run.step("cp-2-kubeadm-join"), run.step("cp-3-kubeadm-join")
+    assert cp2.ended <= cp3.started
+    assert_no_secret_leaks(hosts, run, values, secret, tmp_path)
+    MEASUREMENTS["3cp+3w sessions per step"] = {n: dict(sessions_per_step(h)) for n, h in hosts.hosts.items()}
+    MEASUREMENTS["3cp+3w peak concurrent sessions per host"] = {
+        n: peak_concurrent_sessions(h) for n, h in hosts.hosts.items()
+    }
+
+
+def test_one_workers_failing_step_names_host_and_step_and_the_others_finish(fleet, fleet_engine) -> None:
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"), HostSpec("w-2", os="rocky-9"), HostSpec("w-3"))
+    hosts["w-2"].set(fail={"dnf install": "Error: Failed to download metadata for repo 'docker-ce-stable'"})
+    values, secret = hosts.stack_values(
+        [hosts["cp-1"].node("control-plane"), hosts["w-1"].node(), hosts["w-2"].node(), hosts["w-3"].node()]
+    )
+    run = fleet_engine.up(values, secret)
+    assert run.error is not None
+    message = str(run.error)
+    assert "w-2-containerd" in message and "'containerd'" in message and hosts["w-2"].address in message, message
+    assert "Failed to download metadata" in message
+    failed = run.step("w-2-containerd")
+    assert failed.rc != 0
+    # Nothing after the failed step ran on w-2 (its join waits for it); everything else finished.
+    after = [s.resource for s in run.steps if s.host == hosts["w-2"].address and s.started > failed.started]
+    assert after == [], after
+    for worker in ("w-1", "w-3"):
+        assert run.step(f"{worker}-kubeadm-join").rc == 0
+    assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "w-1", "w-3"]
+
+
+def test_unreachable_host_and_wrong_host_key_fail_within_seconds(fleet, fleet_engine) -> None:
+    hosts = fleet(HostSpec("cp-1"), HostSpec("other"))
+    ghost = {**hosts["cp-1"].node("control-plane"), "host": hosts.unreachable_address()}
+    values, secret = hosts.stack_values([ghost])
+    run = fleet_engine.up(values, secret)
+    step = run.step("cp-1-os")
+    assert run.error is not None and step.ended - step.started < 5, step.ended - step.started
+    assert f"root@{hosts.unreachable_address()}:22" in str(run.error) and "'os'" in str(run.error)
+    MEASUREMENTS["unreachable host: seconds to the error"] = round(step.ended - step.started, 2)
+
+    impostor = {**hosts["cp-1"].node("control-plane"), "hostKey": hosts["other"].host_key}
+    values, secret = hosts.stack_values([impostor])
+    run = fleet_engine.up(values, secret)
+    step = run.step("cp-1-os")
+    assert run.error is not None and step.ended - step.started < 5
+    assert "Host key verification failed" in str(run.error) and hosts["cp-1"].address in str(run.error)
+    assert hosts["cp-1"].sessions() == [], "a session was opened on a host whose key did not match"
+    MEASUREMENTS["wrong host key: seconds to the error"] = round(step.ended - step.started, 2)
+
+
+def test_removing_a_worker_drains_deletes_then_resets_it(fleet, fleet_engine) -> None:
+    hosts, values, secret = one_plus_two(fleet)
+    fleet_engine.up(values, secret).raise_error()
+    values["nodes"] = [n for n in values["nodes"] if n["name"] != "w-2"]
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    assert run.deleted.index("w-2-drain-on-removal") < run.deleted.index("w-2-kubeadm-join")
+    kubectl = [(c["argv"][0], c["t0"]) for c in hosts["cp-1"].calls("kubectl") if c["argv"][0] in ("drain", "delete")]
+    (reset,) = calls(hosts["w-2"], "kubeadm", "reset")
+    assert [verb for verb, _ in kubectl] == ["drain", "delete"]
+    assert kubectl[0][1] < kubectl[1][1] < reset["t0"]
+    assert "-f" in reset["argv"]
+    assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "w-1"]
+    assert not hosts["w-2"].exists("/etc/kubernetes/kubelet.conf")
+    assert not calls(hosts["w-1"], "kubeadm", "reset"), "a node that stayed was reset"
+
+
+def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
+    hosts = fleet(HostSpec("bastion"), HostSpec("cp-1", only_via="bastion"))
+    bastion = hosts["bastion"]
+    direct, secret = hosts.stack_values([hosts["cp-1"].node("control-plane")])
+    refused = fleet_engine.up(direct, secret)
+    assert refused.error is not None and "cp-1-os" in str(refused.error), "cp-1 accepted a session without the bastion"
+
+    values, secret = hosts.stack_values(
+        [hosts["cp-1"].node("control-plane")],
+        ssh={"bastion": {"host": bastion.address, "hostKey": bastion.host_key}},
+    )
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    accepted = [
+        line for line in (hosts["cp-1"].dir / "sshd.log").read_text().splitlines() if "Accepted publickey" in line
+    ]
+    assert accepted and all(f"from {bastion.address} " in line for line in accepted)
+    assert len(accepted) == len(run.steps)
+    assert bastion.sessions() == [], "the bastion only forwards; it runs no step"
