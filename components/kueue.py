@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -12,14 +11,8 @@ from .config.kueue_inventory import check_inventory, gpu_flavors
 from .config.schema import Problems
 from .config.spec import Spec
 from .helm_release import helm_release
+from .kubernetes_object import kubernetes_object, resource_name
 from .render.kueue import kueue_objects, kueue_release
-
-
-def type_token(manifest: Mapping[str, Any]) -> str:
-    """The kubernetes provider's token for any object: `kubernetes:<group>/<version>:<Kind>` (core is `core`)."""
-    api_version = str(manifest["apiVersion"])
-    group_version = api_version if "/" in api_version else f"core/{api_version}"
-    return f"kubernetes:{group_version}:{manifest['kind']}"
 
 
 class Kueue(pulumi.ComponentResource):
@@ -41,22 +34,17 @@ class Kueue(pulumi.ComponentResource):
         self.objects: dict[str, pulumi.CustomResource] = {}
         namespaces: dict[str, pulumi.CustomResource] = {}
         for manifest in kueue_objects(spec):
-            metadata = manifest["metadata"]
-            namespace = metadata.get("namespace")
-            name = f"{namespace}-{metadata['name']}" if namespace else str(metadata["name"])
-            # Generic objects (not apiextensions.CustomResource): WorkloadPriorityClass has no `spec`.
+            namespace = manifest["metadata"].get("namespace")
             # The release first, so the CRDs and the validating webhook exist.
             waits_for: list[pulumi.Resource] = [self.release]
             if namespace in namespaces:
                 waits_for.append(namespaces[namespace])
-            resource = pulumi.CustomResource(
-                type_token(manifest),
-                name,
-                dict(manifest),
-                opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=waits_for),
+            # Generic objects (not apiextensions.CustomResource): WorkloadPriorityClass has no `spec`.
+            resource = kubernetes_object(
+                manifest, pulumi.ResourceOptions(parent=self, provider=provider, depends_on=waits_for)
             )
             if manifest["kind"] == "Namespace":
-                namespaces[str(metadata["name"])] = resource
-            self.objects[f"{manifest['kind']}/{name}"] = resource
+                namespaces[str(manifest["metadata"]["name"])] = resource
+            self.objects[f"{manifest['kind']}/{resource_name(manifest)}"] = resource
         capacity = {name: dict(flavor.capacity) for name, flavor in sorted(gpu_flavors(spec).items())}
         self.register_outputs({"status": self.release.status, "gpuCapacity": capacity})

@@ -24,7 +24,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.config import set_all_config
-from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -221,6 +221,10 @@ def run_program(
         monitor = RecordingMonitor(mocks or PreviewMocks())
         if on_start is not None:
             on_start(monitor)
+        # Pulumi keeps pending Output tasks in a process-wide set; a run that failed leaves its tasks there,
+        # bound to a loop that is closed now, and the next run would wait on them.
+        with SETTINGS.lock:
+            SETTINGS.outputs.clear()
         pulumi_mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
         from pulumi.runtime import resource as runtime_resource
 

@@ -74,12 +74,6 @@ def kueue_release(spec: Spec) -> ChartRelease:
     )
 
 
-def _toleration(taint: str) -> dict[str, str]:
-    parsed = checks.parse_taint(taint)
-    operator = {"operator": "Equal", "value": parsed["value"]} if "value" in parsed else {"operator": "Exists"}
-    return {"key": parsed["key"], **operator, "effect": parsed["effect"]}
-
-
 def _gpu_flavor_spec(flavor: GpuFlavor) -> dict[str, Any]:
     """nodeLabels and tolerations from the same functions that label and taint the nodes, so they cannot drift."""
     if flavor.nodes:
@@ -89,7 +83,7 @@ def _gpu_flavor_spec(flavor: GpuFlavor) -> dict[str, Any]:
         labels = dict(flavor.node_labels) or {GPU_MODEL_LABEL: flavor.model}
         taints = [GPU_TAINT]
     # Kueue adds these tolerations to the pods it admits on this flavor: jobs need not carry them.
-    return {"nodeLabels": labels, "tolerations": [_toleration(t) for t in taints]}
+    return {"nodeLabels": labels, "tolerations": [checks.toleration_of(t) for t in taints]}
 
 
 def resource_flavors(spec: Spec) -> list[Manifest]:
