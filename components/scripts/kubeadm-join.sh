@@ -10,7 +10,7 @@ IFS= read -r token || true
 IFS= read -r ca_hash || true
 IFS= read -r certificate_key || true
 if [ -z "$token" ] || [ -z "$ca_hash" ]; then
-  die "no join token on stdin"
+  die "no join token on stdin: the cluster already has a Node $NODE_NAME but this host has no kubelet.conf (was it reset?); delete the stale Node (kubectl delete node $NODE_NAME) and run again"
 fi
 config=${JOIN_CONFIG//__MLCLUSTER_JOIN_TOKEN__/$token}
 config=${config//__MLCLUSTER_CA_CERT_HASH__/$ca_hash}

@@ -24,6 +24,7 @@ What it does, and where it differs from a real `pulumi up` (documented so no tes
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import shlex
@@ -277,10 +278,15 @@ class FleetEngine:
                 inputs = reveal(dict(args.inputs))
                 record = next(r for r in monitors[0].recorded if r.name == args.name and r.type == args.typ)
                 secret_outputs = set(record.options["additionalSecretOutputs"])
+                state = dict(args.inputs)
+                if "create" not in inputs:
+                    # As pulumi-command: no create command, no session (a marker whose delete matters).
+                    with engine._lock:
+                        outputs[record.urn] = inputs
+                    return f"{args.name}-id", {**state, "stdout": "", "stderr": ""}
                 result = engine._execute(
                     args.name, inputs, inputs["create"], "create", "stdout" in secret_outputs, steps
                 )
-                state = dict(args.inputs)
                 for key, value in (("stdout", result.stdout), ("stderr", result.stderr)):
                     state[key] = _secret(value) if key in secret_outputs else value
                 with engine._lock:
@@ -293,6 +299,10 @@ class FleetEngine:
         started = time.monotonic()
         program: ProgramRun | None = None
         error: BaseException | None = None
+        # Garbage collection only in this thread: a failed run leaves futures whose finalizers log their
+        # exceptions; formatted concurrently from worker threads, Python 3.11's traceback carets (ast.parse)
+        # corrupt the AST recursion counter and every later ast.parse in the process fails (SystemError).
+        gc.disable()
         try:
             program = run_program(
                 config,
@@ -305,6 +315,9 @@ class FleetEngine:
             )
         except Exception as exc:
             error = exc
+        finally:
+            gc.enable()
+            gc.collect()
         run = FleetRun(program=program, error=error, steps=steps, wall_seconds=0.0)
         recorded = {r.urn: r for r in monitors[0].recorded} if monitors else {}
         if error is None:
