@@ -12,6 +12,7 @@ from components.config.load import spec_from_pulumi
 from components.config.schema import ConfigError
 from components.existing_cluster import ExistingCluster
 from components.gpu_operator import GpuOperator
+from components.gpu_preflight import GpuPreflight
 from components.image_logistics import ImageLogistics
 from components.kubeadm_cluster import KubeadmCluster
 from components.kueue import Kueue
@@ -25,6 +26,9 @@ try:
 except ConfigError as error:
     # RunError: Pulumi reports the message without a Python traceback.
     raise pulumi.RunError(error.report()) from None
+
+# 0. Read-only GPU preflight on every node; what it finds decides the GPU Operator's driver mode.
+gpu_preflight = GpuPreflight(spec) if spec.cluster.mode == "kubeadm" and spec.gpu_operator.enabled else None
 
 # 1. A cluster: bootstrapped over SSH with kubeadm, or one that already exists.
 cluster = KubeadmCluster(spec) if spec.cluster.mode == "kubeadm" else ExistingCluster(spec)
@@ -45,7 +49,11 @@ platform: list[pulumi.Resource] = []
 if spec.storage.enabled:
     platform.append(Storage(spec, provider, depends_on=base))
 if spec.gpu_operator.enabled:
-    platform.append(GpuOperator(spec, provider, depends_on=base))
+    gpu_operator = GpuOperator(
+        spec, provider, depends_on=base, preflight=gpu_preflight.results if gpu_preflight else None
+    )
+    platform.append(gpu_operator)
+    pulumi.export("gpu", gpu_operator.report)
 if spec.kueue.enabled:
     platform.append(Kueue(spec, provider, depends_on=base))
 if spec.kserve.enabled:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks
-from .gpu import GpuOperatorSpec
+from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
 from .kueue import KueueSpec
@@ -126,10 +126,15 @@ class GpuSpec:
         check=lambda v: None if v and " " not in v else "must be a non-empty name without spaces",
     )
     mig_config: str | None = setting(
-        None, doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb."
+        None,
+        doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb.",
+        check=lambda v: None if not checks.labels({"nvidia.com/mig.config": v}) else "is not a valid label value",
     )
     time_slicing_replicas: int | None = setting(
         None, doc="Per-node time-slicing replicas (overrides the cluster default).", check=checks.between(2, 64)
+    )
+    driver: Literal["operator", "preinstalled"] | None = setting(
+        None, doc="Who provides this node's NVIDIA driver (default: gpuOperator.driver)."
     )
 
 
@@ -203,6 +208,7 @@ class Spec:
             self._validate_kubeadm(problems)
         elif self.nodes:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
+        validate_gpu(self, problems)
         if self.images.spegel.enabled:
             self._validate_spegel(problems)
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:

@@ -128,11 +128,21 @@ def admin_kubeconfig_step() -> NodeStep:
     return _step("admin-kubeconfig", "Read the admin kubeconfig", secret_stdout=True)
 
 
-def join_credentials_step(node: NodeSpec) -> NodeStep:
+def join_credentials_step(joining: list[NodeSpec]) -> NodeStep:
+    """One fresh token (and a certificate key when control planes join) for every node joining in this run.
+
+    One resource, not one per node: one SSH session on the first control plane however many nodes join,
+    and no dependency chain through every node (the SDK walks dependency chains recursively, which fails
+    past about a thousand links). The node list is in the script, so adding a node re-runs it for a
+    fresh token; joins ignore later stdin changes (a credential is spent once, at join).
+    """
     return _step(
         "join-credentials",
-        f"Create a join token for {node.name}",
-        {"FOR_NODE": node.name, "WITH_CERTIFICATE_KEY": str(node.is_control_plane).lower()},
+        f"Create a join token for {len(joining)} node(s)",
+        {
+            "FOR_NODES": " ".join(n.name for n in joining),
+            "WITH_CERTIFICATE_KEY": str(any(n.is_control_plane for n in joining)).lower(),
+        },
         secret_stdout=True,
     )
 
@@ -153,7 +163,8 @@ def drain_on_removal_step(node: NodeSpec) -> NodeStep:
     return NodeStep(
         name="drain-on-removal",
         title=f"Drain {node.name} from a control plane when it leaves the stack",
-        script=render_script("registered", settings),
+        # Nothing runs at creation (no SSH session per node on the control plane); only removal drains.
+        script=None,
         delete_script=render_script("drain-node", settings),
         settings=settings,
     )

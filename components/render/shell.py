@@ -37,7 +37,8 @@ class NodeStep:
 
     name: str
     title: str
-    script: str
+    script: str | None
+    """None: nothing runs when the resource is created (only `delete_script` matters)."""
     secret_stdout: bool = False
     """The step prints credentials (join token, kubeconfig): its output is a secret and is not logged."""
     stdin: Secret | None = None

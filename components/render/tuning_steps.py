@@ -75,7 +75,8 @@ def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
 
 def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
     """Restart what this node's tuning marked; its text changes with the tuning, so it runs again after it."""
-    digest = hashlib.sha256(tuning_step(spec, node).script.encode()).hexdigest()[:16]
+    tuning = tuning_step(spec, node).settings
+    digest = hashlib.sha256("\0".join(f"{k}={v}" for k, v in sorted(tuning.items())).encode()).hexdigest()[:16]
     settings = {
         "TUNING_DIGEST": digest,
         "PENDING_RESTARTS": PENDING_RESTARTS,
