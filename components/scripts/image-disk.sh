@@ -8,7 +8,7 @@ set -euo pipefail
 if [ -n "$IMAGE_DISK_PATH" ]; then
   [ -d "$IMAGE_DISK_PATH" ] || die "image directory $IMAGE_DISK_PATH does not exist (mount the disk there first)"
   if [ "$(stat -c %d "$IMAGE_DISK_PATH")" = "$(stat -c %d /)" ]; then
-    printf 'warning: %s is on the same filesystem as /: images will fill the OS disk\n' "$IMAGE_DISK_PATH"
+    printf 'warning: %s is on the same filesystem as /: images will fill the OS disk\n' "$IMAGE_DISK_PATH" >&2
   fi
   ok "image directory $IMAGE_DISK_PATH"
   exit 0

@@ -42,7 +42,7 @@ if [ "$CONTAINERD_EXPECTED" != auto ]; then
   fi
 fi
 if [ "$line" = 1.6 ]; then
-  printf 'warning: containerd %s has no image_pull_progress_timeout (added in 1.7.0): the pull deadline %s is not enforced\n' \
+  printf 'warning: containerd %s has no image_pull_progress_timeout (added in 1.7.0): the pull deadline %s is not enforced\n' >&2 \
     "$version" "$PULL_DEADLINE"
 fi
 

@@ -192,7 +192,7 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     values, secret = hosts.stack_values(nodes, cluster={"controlPlaneEndpoint": endpoint})
     for worker in ("w-1", "w-2", "w-3"):
         # A real join takes far longer than creating its token; with stubs both take milliseconds.
-        hosts[worker].set(latency={"kubeadm join": 2.0})
+        hosts[worker].set(latencies={"kubeadm join": 2.0})
     run = fleet_engine.up(values, secret)
     run.raise_error()
     MEASUREMENTS["3cp+3w wall seconds (worker joins slowed to 2 s)"] = round(run.wall_seconds, 2)
@@ -203,7 +203,7 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     assert sorted(cluster["nodes"]) == ["cp-1", "cp-2", "cp-3", "w-1", "w-2", "w-3"]
     assert cluster["nodes"]["w-3"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
     # A GPU node registers with its model label and the GPU taint from the first moment (JoinConfiguration).
-    assert cluster["nodes"]["w-2"]["labels"] == {GPU_MODEL_LABEL: "H100-SXM-80GB"}
+    assert cluster["nodes"]["w-2"]["labels"][GPU_MODEL_LABEL] == "H100-SXM-80GB"
     assert [t["key"] for t in cluster["nodes"]["w-2"]["taints"]] == [GPU_TAINT.split("=")[0]]
     init = calls(hosts["cp-1"], "kubeadm", "init", "--config")
     assert len(init) == 1 and "--upload-certs" in init[0]["argv"]

@@ -146,7 +146,7 @@ def test_drop_in_from_1_30_day2_batches_of_half_the_workers_and_containerd_1_6_w
 
     values["kubelet"]["imageGCLowThresholdPercent"] = 65
     run = up(fleet_engine, values, secret)
-    warning = run.step("w-3-kubelet-tuning").stdout or ""
+    warning = run.step("w-3-kubelet-tuning").stderr
     assert "warning: containerd 1.6.38 has no image_pull_progress_timeout" in warning
     after = restart_counts(hosts, "kubelet")
     assert {n: after[n] - day1[n] for n in after} == dict.fromkeys(after, 1)
