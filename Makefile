@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= onprem
 
-.PHONY: setup plan plan-all test lint typecheck shellcheck docs clean
+.PHONY: setup plan plan-all test lint typecheck shellcheck docs clean bench
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ test: setup lint
 
 lint: setup shellcheck
 	$(BIN)/ruff check .
-	$(BIN)/mypy components __main__.py
+	$(BIN)/mypy components benchmarks __main__.py policy/mlcluster_policies.py
 
 shellcheck:
 	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: apt-get install shellcheck"; exit 1; }
@@ -38,6 +38,11 @@ shellcheck:
 
 docs: setup
 	$(BIN)/python -m components.config.reference --write README.md
+	$(BIN)/python -m components.config.providers --write docs/cloud.md
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
+
+## Figures for the README's benchmark section (the fleet part needs root and network namespaces).
+bench: setup
+	$(BIN)/python -m benchmarks

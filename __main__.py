@@ -12,11 +12,14 @@ from components.config.load import spec_from_pulumi
 from components.config.schema import ConfigError
 from components.existing_cluster import ExistingCluster
 from components.gpu_operator import GpuOperator
+from components.gpu_preflight import GpuPreflight
+from components.image_logistics import ImageLogistics
 from components.kubeadm_cluster import KubeadmCluster
 from components.kueue import Kueue
 from components.serving import Serving
 from components.storage import Storage
 from components.training import Training
+from components.workloads import Workloads
 
 try:
     spec = spec_from_pulumi()
@@ -24,26 +27,43 @@ except ConfigError as error:
     # RunError: Pulumi reports the message without a Python traceback.
     raise pulumi.RunError(error.report()) from None
 
+# 0. Read-only GPU preflight on every node; what it finds decides the GPU Operator's driver mode.
+gpu_preflight = GpuPreflight(spec) if spec.cluster.mode == "kubeadm" and spec.gpu_operator.enabled else None
+
 # 1. A cluster: bootstrapped over SSH with kubeadm, or one that already exists.
 cluster = KubeadmCluster(spec) if spec.cluster.mode == "kubeadm" else ExistingCluster(spec)
 provider = cluster.provider
 
 # 2. Networking, so nodes become Ready (kubeadm clusters only; managed clusters bring their own).
 base: list[pulumi.Resource] = []
-if spec.cluster.mode == "kubeadm" and spec.cluster.cni != "none":
+if spec.cluster.defaults.installs_cni and spec.cluster.cni != "none":
     base = [Cni(spec, provider)]
 
-# 3. The ML platform.
+# 3. Big images: peer-to-peer layers and pre-pulls, as early as the nodes are up.
+if spec.images.spegel.enabled or spec.images.prepull:
+    images = ImageLogistics(spec, provider, depends_on=base)
+    pulumi.export("prepulledImages", images.planned)
+
+# 4. The ML platform.
+platform: list[pulumi.Resource] = []
 if spec.storage.enabled:
-    Storage(spec, provider, depends_on=base)
+    platform.append(Storage(spec, provider, depends_on=base))
 if spec.gpu_operator.enabled:
-    GpuOperator(spec, provider, depends_on=base)
+    gpu_operator = GpuOperator(
+        spec, provider, depends_on=base, preflight=gpu_preflight.results if gpu_preflight else None
+    )
+    platform.append(gpu_operator)
+    pulumi.export("gpu", gpu_operator.report)
 if spec.kueue.enabled:
-    Kueue(spec, provider, depends_on=base)
+    platform.append(Kueue(spec, provider, depends_on=base))
 if spec.kserve.enabled:
     Serving(spec, provider, depends_on=base)
 if spec.kubeflow.enabled:
-    Training(spec, provider, depends_on=base)
+    platform += Training(spec, provider, depends_on=base).ready
+
+# 5. The workloads declared in the stack, once what they need is installed.
+if spec.workloads.any_enabled:
+    Workloads(spec, provider, depends_on=platform)
 
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("nodes", [node.name for node in spec.nodes])

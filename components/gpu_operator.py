@@ -1,25 +1,86 @@
-"""GpuOperator: NVIDIA GPU Operator (drivers, container toolkit, device plugin, MIG, DCGM)."""
+"""GpuOperator: NVIDIA GPU Operator (drivers, container toolkit, device plugin or DRA driver, MIG, DCGM).
+
+The driver decision waits on the GPU preflight's output: in the same `up`, `driver.enabled` and the
+per-node driver labels are Outputs of the preflight commands' stdout (`[computed]` in preview).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .helm_release import helm_release
-from .render.gpu_operator import gpu_operator_release
+from .render.gpu_operator import (
+    DriverMode,
+    PreflightResult,
+    chart_driver_enabled,
+    config_warnings,
+    dra_driver_release,
+    driver_root,
+    gpu_node_labels,
+    gpu_nodes,
+    gpu_operator_release,
+    node_driver_mode,
+)
 
 
 class GpuOperator(pulumi.ComponentResource):
+    report: pulumi.Output[dict[str, Any]]
+
     def __init__(
         self,
         spec: Spec,
         provider: k8s.Provider,
         depends_on: Sequence[pulumi.Resource] = (),
+        preflight: pulumi.Output[dict[str, PreflightResult]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("mlcluster:gpu_operator:GpuOperator", "gpu-operator", None, opts)
-        self.release = helm_release(gpu_operator_release(spec), provider, parent=self, depends_on=depends_on)
-        self.register_outputs({"status": self.release.status})
+        nodes = gpu_nodes(spec) if spec.cluster.mode == "kubeadm" else ()
+        for warning in config_warnings(spec):
+            pulumi.log.warn(warning, resource=self)
+
+        def modes_from(results: Mapping[str, PreflightResult] | None) -> dict[str, DriverMode]:
+            return {n.name: node_driver_mode(spec, n, (results or {}).get(n.name)) for n in nodes}
+
+        # Plain values when no node's driver depends on the preflight: the plan then shows them.
+        needs_preflight = preflight is not None and any(
+            (n.gpu is not None and (n.gpu.driver or spec.gpu_operator.driver) == "auto") for n in nodes
+        )
+        modes: pulumi.Output[dict[str, DriverMode]] | dict[str, DriverMode]
+        if needs_preflight and preflight is not None:
+            modes = preflight.apply(modes_from)
+            driver_enabled: Any = modes.apply(lambda m: chart_driver_enabled(spec, m))
+        else:
+            modes = modes_from(None)
+            driver_enabled = chart_driver_enabled(spec, modes)
+
+        labelled: list[pulumi.Resource] = []
+        for node in nodes:
+            labels = pulumi.Output.from_input(modes).apply(
+                lambda m, node=node: gpu_node_labels(spec, node, m[node.name])  # type: ignore[misc]
+            )
+            labelled.append(
+                k8s.core.v1.NodePatch(
+                    f"{node.name}-gpu-labels",
+                    metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=node.name, labels=labels),
+                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on)),
+                )
+            )
+
+        self.release = helm_release(
+            gpu_operator_release(spec, driver_enabled), provider, parent=self, depends_on=[*depends_on, *labelled]
+        )
+        outputs: dict[str, Any] = {"status": self.release.status}
+        if spec.gpu_operator.dra:
+            root = pulumi.Output.from_input(driver_enabled).apply(driver_root)
+            self.dra = helm_release(dra_driver_release(spec, root), provider, parent=self, depends_on=[self.release])
+            outputs["draStatus"] = self.dra.status
+        self.report = pulumi.Output.all(driver_enabled, modes).apply(
+            lambda args: {"driverEnabled": args[0], "driverByNode": args[1]}
+        )
+        self.register_outputs(outputs)

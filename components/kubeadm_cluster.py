@@ -2,8 +2,8 @@
 
 Order: every node prepares in parallel; the first control plane inits; further control planes join one
 at a time (etcd membership changes are safest serialised); workers join in parallel once the control
-planes are in. Join credentials are created on the first control plane one after another, so that host
-sees one SSH session at a time however many workers join.
+planes are in. One join-credentials step on the first control plane serves every joining node, so that
+host sees one SSH session for it however many nodes join.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .control_plane import FirstControlPlane
+from .node_command import step_command
 from .node_join import NodeJoin
 from .node_prep import NodePrep
+from .render.node_steps import join_credentials_step
 
 
 class KubeadmCluster(pulumi.ComponentResource):
@@ -29,21 +31,29 @@ class KubeadmCluster(pulumi.ComponentResource):
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name].ready, opts=child)
 
-        last_credentials: pulumi.Resource = control_plane.init
+        joining = [*other_control_planes, *spec.workers]
         last_control_plane_join: pulumi.Resource = control_plane.init
         joins: dict[str, NodeJoin] = {}
-        for node in [*other_control_planes, *spec.workers]:
+        if joining:
+            credentials = step_command(
+                f"{first.name}-join-credentials",
+                spec,
+                first,
+                join_credentials_step(joining),
+                parent=self,
+                depends_on=[control_plane.init],
+            )
+        for node in joining:
             join = NodeJoin(
                 spec,
                 node,
                 first,
                 prepared=prepared[node.name].ready,
-                credentials_after=[last_credentials],
+                credentials=credentials,
                 join_after=[last_control_plane_join],
                 opts=child,
             )
             joins[node.name] = join
-            last_credentials = join.credentials
             if node.is_control_plane:
                 last_control_plane_join = join.join
 

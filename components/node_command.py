@@ -22,13 +22,16 @@ def step_command(
     depends_on: Sequence[pulumi.Resource] = (),
     stdin: pulumi.Input[str] | None = None,
     protect: bool = False,
+    ignore_changes: Sequence[str] = (),
 ) -> remote.Command:
     user = ssh_user(spec, node)
+    if stdin is None and step.stdin is not None:
+        stdin = pulumi.Output.secret(step.stdin.reveal())
     secret_outputs = ["stdout", "stderr"] if step.secret_stdout else []
     return remote.Command(
         resource_name,
         connection=node_connection(spec, node),
-        create=remote_command(step.script, user, step.name),
+        create=remote_command(step.script, user, step.name) if step.script is not None else None,
         delete=remote_command(step.delete_script, user, step.name + "-delete") if step.delete_script else None,
         stdin=stdin,
         # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.
@@ -39,5 +42,6 @@ def step_command(
             depends_on=list(depends_on),
             additional_secret_outputs=secret_outputs,
             protect=protect,
+            ignore_changes=list(ignore_changes),
         ),
     )

@@ -1,4 +1,4 @@
-"""NodeJoin: a fresh join credential from the first control plane, `kubeadm join`, and removal handling.
+"""NodeJoin: `kubeadm join` with a credential from the first control plane, and removal handling.
 
 Removal order follows from the dependencies: the drain marker (on the control plane) depends on the
 join, so when a node leaves the stack Pulumi deletes the marker first (drain + delete Node) and then
@@ -10,10 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pulumi
+from pulumi_command import remote
 
 from .config.spec import NodeSpec, Spec
 from .node_command import step_command
-from .render.node_steps import drain_on_removal_step, join_credentials_step, join_step
+from .render.node_steps import drain_on_removal_step, join_step
+
+WORKER_CREDENTIAL_LINES = 2
+"""Token and CA hash; the third line, the certificate key, is for control planes only."""
 
 
 class NodeJoin(pulumi.ComponentResource):
@@ -24,27 +28,24 @@ class NodeJoin(pulumi.ComponentResource):
         first_control_plane: NodeSpec,
         *,
         prepared: pulumi.Resource,
-        credentials_after: Sequence[pulumi.Resource],
+        credentials: remote.Command,
         join_after: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("mlcluster:node_join:NodeJoin", node.name, None, opts)
-        self.credentials = step_command(
-            f"{node.name}-join-credentials",
-            spec,
-            first_control_plane,
-            join_credentials_step(node),
-            parent=self,
-            depends_on=list(credentials_after),
-        )
+        stdin = credentials.stdout
+        if not node.is_control_plane:
+            stdin = stdin.apply(lambda text: "\n".join(text.splitlines()[:WORKER_CREDENTIAL_LINES]) + "\n")
         self.join = step_command(
             f"{node.name}-kubeadm-join",
             spec,
             node,
             join_step(spec, node),
             parent=self,
-            depends_on=[prepared, self.credentials, *join_after],
-            stdin=self.credentials.stdout,
+            depends_on=[prepared, credentials, *join_after],
+            stdin=pulumi.Output.secret(stdin),
+            # A credential is spent at join; a fresh token for a later node must not re-run this join.
+            ignore_changes=["stdin"],
         )
         self.drain_on_removal = step_command(
             f"{node.name}-drain-on-removal",

@@ -45,20 +45,23 @@ def test_onprem_plan_writes_review_files(tmp_path: Path) -> None:
     }
     assert document["outputs"]["kubeconfig"] == "[secret]"
     scripts = sorted(p.name for p in (tmp_path / "nodes" / "cp-1").iterdir())
-    assert scripts[:7] == [
-        "01-cp-1-os.sh",
-        "02-cp-1-swap.sh",
-        "03-cp-1-kernel-modules.sh",
-        "04-cp-1-sysctl.sh",
-        "05-cp-1-containerd.sh",
-        "06-cp-1-kube-packages.sh",
-        "07-cp-1-kubeadm-init.sh",
+    assert scripts[:8] == [
+        "01-cp-1-gpu-preflight.sh",
+        "02-cp-1-os.sh",
+        "03-cp-1-swap.sh",
+        "04-cp-1-kernel-modules.sh",
+        "05-cp-1-sysctl.sh",
+        "06-cp-1-containerd.sh",
+        "07-cp-1-kube-packages.sh",
+        "08-cp-1-kubeadm-init.sh",
     ]
-    assert (tmp_path / "nodes" / "gpu-1" / "07-gpu-1-kubeadm-join.on-delete.sh").read_text().count("kubeadm reset")
+    (reset,) = (tmp_path / "nodes" / "gpu-1").glob("*-gpu-1-kubeadm-join.on-delete.sh")
+    assert "kubeadm reset" in reset.read_text()
     init = list(yaml.safe_load_all((tmp_path / "configs" / "kubeadm-init.v1beta4.cp-1.yaml").read_text()))
     assert [d["kind"] for d in init] == ["InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"]
     values = yaml.safe_load((tmp_path / "releases" / "gpu-operator.values.yaml").read_text())
-    assert values["driver"]["enabled"] is True
+    # driver.enabled waits on the GPU preflight's output (driver: auto): unknown until the commands ran.
+    assert values["driver"]["enabled"] == "[computed]"
     assert "cp-1" in result.stdout and "gpu-operator" in result.stdout and "resources" in result.stdout
     assert elapsed < 30
 

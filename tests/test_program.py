@@ -15,10 +15,21 @@ COMMAND = "command:remote:Command"
 
 
 def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
+    from components.render.node_steps import prepare_steps
+
+    from .conftest import load_spec, stack_values
+
+    spec = load_spec(*stack_values("onprem"))
     run = run_stack("onprem")
-    commands = run.of_type(COMMAND)
-    # 9 nodes x 6 preparation steps, init + kubeconfig, and 3 resources per joining node.
-    assert len(commands) == 9 * 6 + 2 + 8 * 3
+    names = {r.name for r in run.of_type(COMMAND)}
+    for node in spec.nodes:
+        expected = {f"{node.name}-{step.name}" for step in prepare_steps(spec, node)}
+        assert len(expected) >= 6 and expected <= names, node.name
+        if node is not spec.nodes[0]:
+            assert {f"{node.name}-kubeadm-join", f"{node.name}-drain-on-removal"} <= names
+    assert {"cp-1-kubeadm-init", "cp-1-admin-kubeconfig", "cp-1-join-credentials"} <= names
+    gpu_preflights = {n for n in names if n.endswith("-gpu-preflight")}
+    assert gpu_preflights == {f"{node.name}-gpu-preflight" for node in spec.nodes}
     releases = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert {"gpu-operator", "kueue", "cert-manager", "kserve-crd", "kserve-resources", "kubeflow-trainer"} <= releases
     assert "tigera-operator" in releases
@@ -33,7 +44,7 @@ def test_first_control_plane_init_is_protected_and_alone(run_stack) -> None:
 def test_credential_steps_hide_their_output(run_stack) -> None:
     run = run_stack("onprem")
     for resource in run.of_type(COMMAND):
-        secret_stdout = resource.name.endswith(("-join-credentials", "-admin-kubeconfig"))
+        secret_stdout = resource.name in ("cp-1-join-credentials", "cp-1-admin-kubeconfig")
         assert ("stdout" in resource.options["additionalSecretOutputs"]) == secret_stdout, resource.name
         assert (resource.inputs["logging"] == "none") == secret_stdout, resource.name
         # No environment: it needs the server's AcceptEnv, and previous output must not flow back in.
@@ -45,7 +56,8 @@ def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None
     run = run_stack("onprem")
     join = run.named("gpu-1-kubeadm-join")
     assert join.inputs["stdin"] in (SECRET, COMPUTED)
-    assert run.urn_of("gpu-1-join-credentials") in join.depends_on
+    assert run.urn_of("cp-1-join-credentials") in join.depends_on
+    assert join.options["ignoreChanges"] == ["stdin"]
     script = known(script_of_command(join.inputs["create"]))
     assert "__MLCLUSTER_JOIN_TOKEN__" in script and "token: __MLCLUSTER_JOIN_TOKEN__" in script
 
@@ -67,6 +79,16 @@ def test_workers_join_in_parallel_control_planes_one_by_one(run_stack) -> None:
             assert not worker_join_urns & set(join.depends_on), f"{name} waits for another worker"
     assert run.urn_of("cp-2-kubeadm-join") in joins["cp-3-kubeadm-join"].depends_on
     assert run.urn_of("cp-3-kubeadm-join") in joins["gpu-4-kubeadm-join"].depends_on
+
+
+def test_one_join_credential_serves_every_node_and_markers_open_no_session(run_stack) -> None:
+    run = run_stack("onprem")
+    credentials = [r for r in run.of_type(COMMAND) if r.name.endswith("-join-credentials")]
+    assert [r.name for r in credentials] == ["cp-1-join-credentials"]
+    script = known(script_of_command(credentials[0].inputs["create"]))
+    assert "FOR_NODES='cp-2 cp-3 cpu-1 cpu-2 gpu-1 gpu-2 gpu-3 gpu-4'" in script
+    marker = run.named("gpu-1-drain-on-removal")
+    assert "create" not in marker.inputs and "kubectl drain" in marker.inputs["delete"]
 
 
 def test_host_keys_are_pinned_on_every_connection(run_stack) -> None:

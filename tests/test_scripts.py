@@ -33,7 +33,7 @@ def test_every_rendered_step_parses_and_survives_the_command_wrapper() -> None:
     spec = load_spec(values, secret)
     node = spec.nodes[0]
     steps = [*node_steps.prepare_steps(spec, node), node_steps.init_step(spec, node)]
-    steps += [node_steps.join_step(spec, spec.nodes[5]), node_steps.join_credentials_step(spec.nodes[5])]
+    steps += [node_steps.join_step(spec, spec.nodes[5]), node_steps.join_credentials_step(list(spec.nodes[1:]))]
     for step in steps:
         assert subprocess.run(["bash", "-n"], input=step.script, text=True, check=False).returncode == 0, step.name
         command = remote_command(step.script, "ubuntu", step.name)

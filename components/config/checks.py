@@ -97,8 +97,11 @@ def version_tuple(value: str) -> tuple[int, int, int]:
     return int(major), int(minor), int(patch)
 
 
+_PINNED = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+
+
 def pinned_chart_version(value: str) -> str | None:
-    if not re.match(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$", value):
+    if not _PINNED.match(value):
         return "is not a pinned chart version such as 1.2.3 (ranges and 'latest' are not allowed)"
     return None
 
@@ -203,4 +206,29 @@ def ssh_public_key(value: str) -> str | None:
 def absolute_path(value: str) -> str | None:
     if not value.startswith("/"):
         return "is not an absolute path"
+    return None
+
+
+def git_tag(value: str) -> str | None:
+    """A release tag (v1.9.4, 2.14.3): a pinned ref, never a branch such as master."""
+    if not _PINNED.match(value):
+        return "is not a pinned release tag such as v1.9.4 (branches are not allowed)"
+    return None
+
+
+def toleration_of(taint: str) -> dict[str, str]:
+    """The pod toleration that matches a key=value:Effect taint exactly."""
+    parsed = parse_taint(taint)
+    operator = {"operator": "Equal", "value": parsed["value"]} if "value" in parsed else {"operator": "Exists"}
+    return {"key": parsed["key"], **operator, "effect": parsed["effect"]}
+
+
+_STACK_PART = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def stack_reference(value: str) -> str | None:
+    """A fully qualified stack name, as StackReference takes it: organization/project/stack."""
+    parts = value.split("/")
+    if len(parts) != 3 or not all(_STACK_PART.match(part) for part in parts):
+        return "is not a stack name of the form organization/project/stack (e.g. acme/mlcluster-nodes/prod)"
     return None

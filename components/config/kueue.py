@@ -1,11 +1,189 @@
-"""Kueue settings."""
+"""Kueue settings: the release, team queues with quotas per flavor, the cohort, priorities."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
 
 from . import checks
-from .schema import setting
+from .schema import Problems, join_path, setting
+
+CPU_FLAVOR = "cpu"
+"""The ResourceFlavor of CPU-only work (no node labels: any node a pod tolerates)."""
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_RESOURCE_PREFIX = "nvidia.com/"
+
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_BINARY: dict[str, int] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL: dict[str, Decimal | int] = {
+    "m": Decimal("0.001"),
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+
+
+def parse_quantity(value: str) -> Decimal | None:
+    """A Kubernetes quantity as a number (None when it is not one): "500m" -> 0.5, "4Gi" -> 4294967296."""
+    match = _QUANTITY.match(value)
+    if not match:
+        return None
+    number, suffix = match.group(1), match.group(2) or ""
+    return Decimal(number) * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
+
+
+def resource_quantity_problem(name: str, quantity: str) -> str | None:
+    """What is wrong with one `resource: quantity` entry of a quota, or None."""
+    if not _RESOURCE_NAME.match(name) or len(name) > 253:
+        return "is not a resource name"
+    amount = parse_quantity(quantity)
+    if amount is None:
+        return f'"{quantity}" is not a quantity such as 32, 500m, 256Gi'
+    if name.startswith(GPU_RESOURCE_PREFIX) and amount % 1:
+        return f'"{quantity}": devices are counted in whole units'
+    return None
+
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+DEFAULT_PRIORITY_CLASSES = {"production": 1000, "research": 500, "best-effort": 100}
+
+
+def flavor_name(gpu_model: str) -> str:
+    """The ResourceFlavor of a GPU model: "H100-SXM-80GB" -> "h100-sxm-80gb"."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu_model.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    flavor: str = setting(
+        doc=f"ResourceFlavor: `{CPU_FLAVOR}`, or a GPU model's flavor (the model lowercased, e.g. h100-sxm-80gb).",
+        check=checks.k8s_name,
+    )
+    nominal: Mapping[str, str] = setting(
+        doc="Nominal quota per resource, e.g. {cpu: 64, memory: 512Gi, nvidia.com/gpu: 16}."
+    )
+    borrowing_limit: Mapping[str, str] = setting(
+        default_factory=dict,
+        doc="Most the team may borrow from the cohort above its nominal quota, per resource (unset: no limit).",
+    )
+    lending_limit: Mapping[str, str] = setting(
+        default_factory=dict,
+        doc="Most of its nominal quota the team lends to the cohort, per resource (unset: all of it).",
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if not self.nominal:
+            problems.error(join_path(path, "nominal"), "must name at least one resource")
+        for key, resources in (
+            ("nominal", self.nominal),
+            ("borrowingLimit", self.borrowing_limit),
+            ("lendingLimit", self.lending_limit),
+        ):
+            for name, quantity in resources.items():
+                if message := resource_quantity_problem(name, quantity):
+                    problems.error(join_path(join_path(path, key), name), message)
+        for key, limits in (("borrowingLimit", self.borrowing_limit), ("lendingLimit", self.lending_limit)):
+            for name in limits:
+                if name not in self.nominal:
+                    problems.error(join_path(join_path(path, key), name), "has no nominal quota to limit")
+        for name, lending in self.lending_limit.items():
+            nominal, lent = parse_quantity(self.nominal.get(name, "")), parse_quantity(lending)
+            if nominal is not None and lent is not None and lent > nominal:
+                problems.error(
+                    join_path(join_path(path, "lendingLimit"), name),
+                    f"({lending}) is more than the nominal quota ({self.nominal[name]})",
+                )
+
+
+@dataclass(frozen=True)
+class PreemptionSpec:
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = setting(
+        "LowerPriority", doc="Preempt the team's own lower-priority workloads to admit a higher-priority one."
+    )
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = setting(
+        "Any", doc="Preempt workloads that borrowed this team's quota, to get it back."
+    )
+    borrow_within_cohort: Literal["Never", "LowerPriority"] = setting(
+        "Never", doc="Preempt other teams' lower-priority workloads while borrowing."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if self.reclaim_within_cohort == "Never" and self.borrow_within_cohort != "Never":
+            problems.error(
+                join_path(path, "borrowWithinCohort"),
+                f'"{self.borrow_within_cohort}" needs reclaimWithinCohort other than "Never" (Kueue rejects it)',
+            )
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    name: str = setting(doc="Team name: its ClusterQueue and its LocalQueue.", check=checks.k8s_name)
+    quotas: tuple[QuotaSpec, ...] = setting(doc="Quotas per flavor; Kueue tries the flavors in this order.")
+    namespace: str | None = setting(
+        None, doc="Namespace the team submits jobs in, created for it (default: the team name).", check=checks.k8s_name
+    )
+    fair_sharing_weight: str | None = setting(
+        None, doc="Fair-sharing weight (with kueue.fairSharing; default 1, 0 = borrow last).", check=checks.quantity
+    )
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = setting(
+        "BestEffortFIFO", doc="`StrictFIFO`: a workload that does not fit blocks the ones behind it."
+    )
+    preemption: PreemptionSpec = setting(default_factory=PreemptionSpec, doc="Preemption policy.")
+
+    @property
+    def queue_namespace(self) -> str:
+        return self.namespace or self.name
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if not self.quotas:
+            problems.error(join_path(path, "quotas"), "must give at least one flavor's quota")
+        seen: dict[str, int] = {}
+        for i, quota in enumerate(self.quotas):
+            if quota.flavor in seen:
+                problems.error(
+                    join_path(join_path(path, "quotas"), i) + ".flavor",
+                    f'"{quota.flavor}" is already given in quotas[{seen[quota.flavor]}]',
+                )
+            seen.setdefault(quota.flavor, i)
+        cpu = next((q for q in self.quotas if q.flavor == CPU_FLAVOR), None)
+        if cpu is not None:
+            for name, quantity in cpu.nominal.items():
+                if name.startswith(GPU_RESOURCE_PREFIX) and parse_quantity(quantity):
+                    i = self.quotas.index(cpu)
+                    problems.error(
+                        f"{join_path(path, 'quotas')}[{i}].nominal.{name}",
+                        f"({quantity}): the {CPU_FLAVOR} flavor has no GPUs",
+                    )
+
+
+@dataclass(frozen=True)
+class GpuInventorySpec:
+    model: str = setting(doc="GPU model; its flavor is the model lowercased.")
+    count: int = setting(
+        doc="Devices of this model in the cluster (after time-slicing and MIG).", check=checks.between(1, 100000)
+    )
+    resource: str = setting(
+        GPU_RESOURCE,
+        doc="Resource the devices are requested as.",
+        check=lambda v: (
+            None if v.startswith(GPU_RESOURCE_PREFIX) and _RESOURCE_NAME.match(v) else "is not an nvidia.com/ resource"
+        ),
+    )
+    node_labels: Mapping[str, str] = setting(
+        default_factory=dict,
+        doc="Labels of these GPU nodes (default: mlcluster.io/gpu-model=<model>), e.g."
+        " cloud.google.com/gke-accelerator: nvidia-h100-80gb.",
+        check=checks.labels,
+    )
 
 
 @dataclass(frozen=True)
@@ -13,3 +191,54 @@ class KueueSpec:
     enabled: bool = setting(True, doc="Install Kueue for team queues and GPU quotas.")
     version: str = setting("0.19.2", doc="Kueue chart version.", check=checks.pinned_chart_version)
     namespace: str = setting("kueue-system", doc="Namespace of the release.", check=checks.k8s_name)
+    cohort: str | None = setting(
+        None,
+        doc="Cohort every team's ClusterQueue joins, so teams borrow each other's idle quota (unset: teams are"
+        " isolated, and GPU quotas may not add up to more than the nodes have).",
+        check=checks.k8s_name,
+    )
+    fair_sharing: bool = setting(False, doc="Share borrowed capacity by the teams' fairSharingWeight.")
+    teams: tuple[TeamSpec, ...] = setting((), doc="Teams: a ClusterQueue, a namespace and a LocalQueue each.")
+    priority_classes: Mapping[str, int] = setting(
+        default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES),
+        doc="WorkloadPriorityClasses, name: value (higher is admitted first and may preempt lower); jobs pick"
+        " one with the label kueue.x-k8s.io/priority-class.",
+        check=lambda m: next((f"has an invalid name {k!r}" for k in m if checks.k8s_name(k)), None),
+    )
+    inventory: tuple[GpuInventorySpec, ...] = setting(
+        (), doc="GPUs of an existing cluster (mode `existing`; in mode kubeadm the nodes are the inventory)."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        teams = join_path(path, "teams")
+        for attr, label in (("name", "name"), ("queue_namespace", "namespace")):
+            seen: dict[str, int] = {}
+            for i, team in enumerate(self.teams):
+                value = getattr(team, attr)
+                if value in seen:
+                    problems.error(f"{teams}[{i}].{label}", f'"{value}" is already used by teams[{seen[value]}]')
+                seen.setdefault(value, i)
+        # The program creates each team's namespace: it must not be one that exists already or that Kueue runs in.
+        taken = {*SYSTEM_NAMESPACES, self.namespace}
+        for i, team in enumerate(self.teams):
+            if team.queue_namespace in taken:
+                key = "namespace" if team.namespace else "name"
+                problems.error(f"{teams}[{i}].{key}", f'"{team.queue_namespace}" is a namespace the team cannot own')
+        for i, team in enumerate(self.teams):
+            for j, quota in enumerate(team.quotas):
+                for key, limits in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
+                    if limits and self.cohort is None:
+                        problems.error(
+                            f"{teams}[{i}].quotas[{j}].{key}", "needs kueue.cohort (no cohort, no borrowing)"
+                        )
+            if team.fair_sharing_weight is not None and not self.fair_sharing:
+                problems.warn(f"{teams}[{i}].fairSharingWeight", "has no effect unless kueue.fairSharing is true")
+        models: dict[str, int] = {}
+        for i, item in enumerate(self.inventory):
+            name = flavor_name(item.model)
+            if name in models or name == CPU_FLAVOR or not name:
+                problems.error(
+                    f"{join_path(path, 'inventory')}[{i}].model",
+                    f'"{item.model}" gives flavor "{name}", which is already taken',
+                )
+            models.setdefault(name, i)

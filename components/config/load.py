@@ -13,6 +13,7 @@ from .schema import (
     NAMESPACE,
     ConfigError,
     ParseContext,
+    Problem,
     Problems,
     config_key,
     parse_section,
@@ -30,14 +31,19 @@ def top_level_key(path: str) -> str:
     return path
 
 
-def spec_from_values(values: Mapping[str, Any], is_secret_key: Callable[[str], bool]) -> Spec:
-    """Build the Spec from top-level values (keys without the namespace) or raise ConfigError with all problems."""
+def spec_and_warnings(values: Mapping[str, Any], is_secret_key: Callable[[str], bool]) -> tuple[Spec, list[Problem]]:
+    """The Spec and the warnings about it (what a valid choice costs), or ConfigError with every error."""
     problems = Problems()
     ctx = ParseContext(problems, lambda path: is_secret_key(top_level_key(path)))
     spec = parse_section(Spec, values, "", ctx)
     if problems.errors:
         raise ConfigError(problems)
-    return spec
+    return spec, problems.warnings
+
+
+def spec_from_values(values: Mapping[str, Any], is_secret_key: Callable[[str], bool]) -> Spec:
+    """Build the Spec from top-level values (keys without the namespace) or raise ConfigError with all problems."""
+    return spec_and_warnings(values, is_secret_key)[0]
 
 
 def _decode(raw: Any) -> Any:
@@ -51,7 +57,8 @@ def _decode(raw: Any) -> Any:
 
 
 def spec_from_pulumi() -> Spec:
-    """The Spec of the running program's stack (real engine or mocks)."""
+    """The Spec of the running program's stack (real engine or mocks); warnings go to the engine's log."""
+    import pulumi
     from pulumi.runtime import config as runtime_config
 
     prefix = f"{NAMESPACE}:"
@@ -64,7 +71,10 @@ def spec_from_pulumi() -> Spec:
         if full_key.startswith(prefix) and full_key[len(prefix) :] not in values:
             key = full_key[len(prefix) :]
             values[key] = raw if _expects_text(key) else _decode(raw)
-    return spec_from_values(values, lambda key: runtime_config.is_config_secret(prefix + key))
+    spec, warnings = spec_and_warnings(values, lambda key: runtime_config.is_config_secret(prefix + key))
+    for warning in warnings:
+        pulumi.log.warn(str(warning))
+    return spec
 
 
 def _expects_text(key: str) -> bool:

@@ -1,12 +1,152 @@
-"""Model serving (KServe, cert-manager) settings."""
+"""Model serving settings: KServe (and cert-manager), Knative for scale-to-zero, autoscaled endpoints."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from . import checks
-from .schema import setting
+from .schema import Problems, join_path, setting
+
+KNATIVE_COST = (
+    "Knative installs at least eight more always-on Deployments (the Knative Operator and its webhook;"
+    " Knative Serving's activator, autoscaler, controller and webhook; the Kourier gateway and its controller)"
+    " to run and upgrade"
+    " in step with KServe, and an endpoint scaled to zero waits for a cold start on the first request (pulling"
+    " a multi-GB model image and loading weights takes minutes); use deploymentMode Standard unless"
+    " scale-to-zero is worth that"
+)
+
+
+PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "cert-manager", "knative-serving")
+"""Namespaces mlcluster or Kubernetes own; endpoint namespaces are created (and deleted) by mlcluster."""
+
+
+@dataclass(frozen=True)
+class EndpointAutoscalingSpec:
+    metric: Literal["cpu", "memory", "concurrency", "rps"] | None = setting(
+        None,
+        doc="What KServe scales on. Standard mode (HPA): `cpu` or `memory` utilisation %, default cpu."
+        " Knative mode (Knative's autoscaler): `concurrency` (in-flight requests per replica) or `rps`"
+        " (requests per second per replica), default concurrency.",
+    )
+    target: int | None = setting(
+        None,
+        doc="Target per replica (default KServe's: 80 % CPU, or Knative's 100 concurrent requests).",
+        check=checks.between(1, 100000),
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if self.metric in ("cpu", "memory") and self.target is not None and self.target > 100:
+            problems.error(join_path(path, "target"), f"({self.target}) is a utilisation percentage: at most 100")
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    name: str = setting(doc="InferenceService name.", check=checks.k8s_name)
+    model_format: str = setting(
+        doc="Model format KServe picks a runtime for: huggingface, sklearn, xgboost, pytorch, triton, onnx, ...",
+        check=lambda v: None if v and " " not in v else "must be a non-empty format name without spaces",
+    )
+    storage_uri: str = setting(
+        doc="Where the model is: s3://, gs://, pvc://, hf://, oci://, https:// ...",
+        check=lambda v: None if "://" in v else "is not a storage URI such as s3://bucket/model or hf://org/model",
+    )
+    namespace: str = setting("models", doc="Namespace of the endpoint (created if missing).", check=checks.k8s_name)
+    runtime: str | None = setting(
+        None, doc="ServingRuntime/ClusterServingRuntime name (default: KServe picks one for the format)."
+    )
+    gpus: int = setting(
+        0, doc="nvidia.com/gpu per replica (GPU endpoints tolerate the GPU taint).", check=checks.between(0, 16)
+    )
+    cpu: str = setting("1", doc="CPU request and limit per replica.", check=checks.quantity)
+    memory: str = setting("4Gi", doc="Memory request and limit per replica.", check=checks.quantity)
+    min_replicas: int = setting(
+        1, doc="Fewest replicas; 0 (scale-to-zero) needs deploymentMode Knative.", check=checks.between(0, 1000)
+    )
+    max_replicas: int = setting(1, doc="Most replicas.", check=checks.between(1, 1000))
+    autoscaling: EndpointAutoscalingSpec = setting(
+        default_factory=EndpointAutoscalingSpec, doc="Autoscaling metric and target."
+    )
+
+
+@dataclass(frozen=True)
+class DeploymentAutoscalingSpec:
+    metric: Literal["cpu", "memory", "pods", "external"] = setting(
+        "cpu",
+        doc="`cpu`/`memory`: average utilisation % (metrics-server); `pods`: a per-pod custom metric;"
+        " `external`: a metric from outside the cluster such as a queue length (both need a metrics adapter).",
+    )
+    target: int = setting(
+        70, doc="Utilisation % (cpu/memory) or average value per replica.", check=checks.between(1, 100000)
+    )
+    metric_name: str | None = setting(
+        None, doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        custom = self.metric in ("pods", "external")
+        if custom and not self.metric_name:
+            problems.error(join_path(path, "metricName"), f"is required when metric is {self.metric}")
+        if not custom and self.metric_name:
+            problems.error(join_path(path, "metricName"), f"only applies to metric pods or external, not {self.metric}")
+        if not custom and self.target > 100:
+            problems.error(join_path(path, "target"), f"({self.target}) is a utilisation percentage: at most 100")
+
+
+@dataclass(frozen=True)
+class InferenceDeploymentSpec:
+    name: str = setting(doc="Deployment, Service and HPA name.", check=checks.k8s_name)
+    image: str = setting(doc="Container image of the inference server (pin a tag or digest).")
+    namespace: str = setting("models", doc="Namespace (created if missing).", check=checks.k8s_name)
+    port: int = setting(8080, doc="Container port the Service exposes.", check=checks.between(1, 65535))
+    args: tuple[str, ...] = setting((), doc="Container arguments.")
+    gpus: int = setting(0, doc="nvidia.com/gpu per replica.", check=checks.between(0, 16))
+    cpu: str = setting("1", doc="CPU request per replica (the base of CPU utilisation).", check=checks.quantity)
+    memory: str = setting("2Gi", doc="Memory request and limit per replica.", check=checks.quantity)
+    min_replicas: int = setting(1, doc="Fewest replicas (HPA minReplicas).", check=checks.between(1, 1000))
+    max_replicas: int = setting(4, doc="Most replicas (HPA maxReplicas).", check=checks.between(1, 1000))
+    autoscaling: DeploymentAutoscalingSpec = setting(
+        default_factory=DeploymentAutoscalingSpec, doc="HPA metric and target."
+    )
+
+
+OPERATOR_SERVING_SPAN = 4
+"""Knative Serving minors a knative-operator release can install: its own and the three before it."""
+
+
+def major_minor(version: str) -> tuple[int, int] | None:
+    """(major, minor) of 1.21, v1.21.0 or v0.17.0-rc.1; None when the text does not start as a version."""
+    match = re.match(r"^v?(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+@dataclass(frozen=True)
+class KnativeSpec:
+    operator_version: str = setting(
+        "v1.21.0", doc="knative-operator chart version (installs Knative Serving).", check=checks.pinned_chart_version
+    )
+    serving_version: str = setting(
+        "1.21", doc="Knative Serving version the operator installs (KnativeServing spec.version)."
+    )
+    namespace: str = setting("knative-operator", doc="Namespace of the operator release.", check=checks.k8s_name)
+
+    def validate(self, path: str, problems: Problems) -> None:
+        operator, serving = major_minor(self.operator_version), major_minor(self.serving_version)
+        if serving is None or not re.fullmatch(r"\d+\.\d+(\.\d+)?", self.serving_version):
+            problems.error(join_path(path, "servingVersion"), f'"{self.serving_version}" is not a version such as 1.21')
+        elif operator is not None and not (
+            serving[0] == operator[0] and operator[1] - OPERATOR_SERVING_SPAN < serving[1] <= operator[1]
+        ):
+            # The operator bundles the manifests of its own minor and the three before it, nothing else.
+            problems.error(
+                join_path(path, "servingVersion"),
+                f'"{self.serving_version}" is not shipped by knative-operator {self.operator_version}: pick'
+                f" {operator[0]}.{max(operator[1] - OPERATOR_SERVING_SPAN + 1, 0)} to {operator[0]}.{operator[1]},"
+                " or change operatorVersion",
+            )
 
 
 @dataclass(frozen=True)
@@ -20,3 +160,146 @@ class KserveSpec:
     deployment_mode: Literal["Standard", "Knative"] = setting(
         "Standard", doc="`Standard`: Deployments + HPA, no Knative. `Knative`: scale-to-zero, installs Knative."
     )
+    knative: KnativeSpec = setting(default_factory=KnativeSpec, doc="Knative Serving (deploymentMode Knative only).")
+    metrics_server: bool | None = setting(
+        None,
+        doc="Install metrics-server for CPU/memory HPAs (default: yes on kubeadm, generic and EKS clusters;"
+        " no on GKE and AKS, which ship it).",
+    )
+    metrics_server_version: str = setting(
+        "3.13.0", doc="metrics-server chart version.", check=checks.pinned_chart_version
+    )
+    endpoints: tuple[EndpointSpec, ...] = setting((), doc="Model endpoints, each a KServe InferenceService.")
+    deployments: tuple[InferenceDeploymentSpec, ...] = setting(
+        (), doc="Inference servers that are not KServe: Deployment + Service + HPA (autoscaling/v2)."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        for key, items in (("endpoints", self.endpoints), ("deployments", self.deployments)):
+            if not self.enabled and items:
+                # The serving layer (and metrics-server with it) is only installed when KServe is.
+                problems.error(join_path(path, key), "needs the serving layer: set kserve.enabled: true or remove them")
+        if self.deployment_mode == "Knative":
+            problems.warn(join_path(path, "deploymentMode"), KNATIVE_COST)
+        self._validate_endpoints(join_path(path, "endpoints"), problems)
+        self._validate_deployments(join_path(path, "deployments"), problems)
+
+    def _validate_endpoints(self, path: str, problems: Problems) -> None:
+        self._validate_workloads(path, self.endpoints, problems)
+        if self.deployment_mode == "Knative":
+            for i, endpoint in enumerate(self.endpoints):
+                if endpoint.autoscaling.metric in ("cpu", "memory"):
+                    problems.error(
+                        join_path(join_path(path, i), "autoscaling.metric"),
+                        f'"{endpoint.autoscaling.metric}" in Knative mode needs Knative\'s HPA autoscaler class,'
+                        " which cannot scale to zero: scale on concurrency or rps, or switch kserve.deploymentMode"
+                        " to Standard",
+                    )
+            return
+        for i, endpoint in enumerate(self.endpoints):
+            at = join_path(path, i)
+            if endpoint.min_replicas == 0:
+                problems.error(
+                    join_path(at, "minReplicas"),
+                    "0 (scale-to-zero) needs Knative: switch kserve.deploymentMode to Knative, or set"
+                    " minReplicas to 1 or more",
+                )
+            if endpoint.autoscaling.metric in ("concurrency", "rps"):
+                problems.error(
+                    join_path(at, "autoscaling.metric"),
+                    f'"{endpoint.autoscaling.metric}" needs Knative\'s autoscaler: switch kserve.deploymentMode'
+                    " to Knative, or scale on cpu or memory (Standard mode's HPA)",
+                )
+
+    def _validate_workloads(
+        self, path: str, items: Sequence[EndpointSpec | InferenceDeploymentSpec], problems: Problems
+    ) -> None:
+        """Rules endpoints and deployments share: unique per namespace, not in a platform namespace, min <= max."""
+        platform = {self.namespace, self.knative.namespace, *PLATFORM_NAMESPACES}
+        seen: dict[tuple[str, str], int] = {}
+        for i, item in enumerate(items):
+            at = join_path(path, i)
+            key = (item.namespace, item.name)
+            if key in seen:
+                problems.error(
+                    join_path(at, "name"),
+                    f'"{item.name}" is already used in namespace {item.namespace} by {join_path(path, seen[key])}',
+                )
+            seen.setdefault(key, i)
+            if item.namespace in platform:
+                problems.error(
+                    join_path(at, "namespace"),
+                    f'"{item.namespace}" belongs to the platform: put models in their own namespace, e.g. models',
+                )
+            if item.min_replicas > item.max_replicas:
+                problems.error(
+                    join_path(at, "minReplicas"),
+                    f"({item.min_replicas}) must not exceed maxReplicas ({item.max_replicas})",
+                )
+
+    def _validate_deployments(self, path: str, problems: Problems) -> None:
+        self._validate_workloads(path, self.deployments, problems)
+        for i, deployment in enumerate(self.deployments):
+            at = join_path(path, i)
+            if deployment.autoscaling.metric in ("pods", "external"):
+                problems.warn(
+                    join_path(at, "autoscaling.metric"),
+                    f"{deployment.autoscaling.metric} metrics are served by a metrics adapter (e.g. prometheus-adapter"
+                    " or KEDA) that mlcluster does not install: the HPA reports no metric until one serves"
+                    f" {deployment.autoscaling.metric_name}",
+                )
+
+
+def metrics_server_wanted(spec: KserveSpec, cluster_mode: str, provider: str) -> bool:
+    """GKE and AKS run metrics-server themselves; kubeadm, generic and EKS clusters do not have it."""
+    if spec.metrics_server is not None:
+        return spec.metrics_server
+    return cluster_mode == "kubeadm" or provider not in ("gke", "aks")
+
+
+def needs_resource_metrics(spec: KserveSpec) -> bool:
+    """Whether any HPA scales on cpu/memory (which the metrics API, i.e. metrics-server, serves)."""
+    standard_endpoints = spec.deployment_mode == "Standard" and spec.endpoints
+    return bool(standard_endpoints) or any(d.autoscaling.metric in ("cpu", "memory") for d in spec.deployments)
+
+
+def _workloads(spec: KserveSpec) -> list[tuple[str, EndpointSpec | InferenceDeploymentSpec]]:
+    """Every endpoint and inference deployment with its key path."""
+    workloads: list[tuple[str, EndpointSpec | InferenceDeploymentSpec]] = [
+        (f"kserve.endpoints[{i}]", e) for i, e in enumerate(spec.endpoints)
+    ]
+    workloads += [(f"kserve.deployments[{i}]", d) for i, d in enumerate(spec.deployments)]
+    return workloads
+
+
+def validate_serving_on_cluster(
+    spec: KserveSpec,
+    *,
+    cluster_mode: str,
+    provider: str,
+    node_gpus: list[int],
+    team_namespaces: list[str],
+    problems: Problems,
+) -> None:
+    """Rules that need the rest of the stack: GPU endpoints must fit a node; namespaces Kueue creates for teams
+    are not created twice; CPU/memory HPAs need the metrics API."""
+    if not spec.enabled:
+        return
+    largest = max(node_gpus, default=0)
+    where = f"the largest GPU node has {largest}" if largest else "no node in nodes has a gpu section"
+    for at, item in _workloads(spec):
+        if item.namespace in team_namespaces:
+            problems.error(
+                join_path(at, "namespace"),
+                f'"{item.namespace}" is a Kueue team namespace (kueue.teams creates it): serve from a'
+                " namespace of its own, e.g. models",
+            )
+        # Only kubeadm stacks list their nodes; on an existing cluster the GPU inventory is unknown here.
+        if cluster_mode == "kubeadm" and item.gpus > largest:
+            problems.error(join_path(at, "gpus"), f"({item.gpus}) per replica can never be scheduled: {where}")
+    if needs_resource_metrics(spec) and not metrics_server_wanted(spec, cluster_mode, provider):
+        problems.warn(
+            "kserve.metricsServer",
+            "is false but HPAs scale on cpu/memory, which needs the metrics API: make sure the cluster"
+            " runs metrics-server, or set kserve.metricsServer: true",
+        )

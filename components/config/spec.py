@@ -11,18 +11,24 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks
-from .gpu import GpuOperatorSpec
+from .gpu import GpuOperatorSpec, validate_gpu
+from .images import ImagesSpec
 from .kueue import KueueSpec
+from .kueue_inventory import check_inventory
+from .providers import ClusterDefaults, cluster_defaults
 from .schema import Problems, Secret, join_path, setting
-from .serving import KserveSpec
+from .serving import KserveSpec, validate_serving_on_cluster
 from .storage import StorageSpec
 from .training import KubeflowSpec
+from .workloads import WorkloadsSpec, validate_training
 
 Role = Literal["control-plane", "worker"]
 
 DEFAULT_KUBERNETES_VERSION = "1.34.2"
 GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 GPU_MODEL_LABEL = "mlcluster.io/gpu-model"
+GPU_COUNT_LABEL = "mlcluster.io/gpu-count"
+"""GPUs in the node, so GPU inventory (Kueue quotas, the policy pack) can be read off the node labels."""
 
 
 @dataclass(frozen=True)
@@ -46,12 +52,31 @@ class ClusterSpec:
         None, secret=True, doc="Admin kubeconfig of an existing cluster (mode `existing`; secret)."
     )
     provider: Literal["generic", "gke", "eks", "aks"] = setting(
-        "generic", doc="Managed provider of an existing cluster, for provider-aware defaults."
+        "generic", doc="Managed provider of an existing cluster, for provider-aware defaults (docs/cloud.md)."
     )
+    kubeconfig_from: str | None = setting(
+        None,
+        doc="Mode `existing`: read the kubeconfig from another stack's output (StackReference"
+        " `organization/project/stack`) instead of `kubeconfig`; the two-stack split in docs/cloud.md.",
+        check=checks.stack_reference,
+    )
+    kubeconfig_output: str = setting("kubeconfig", doc="Name of that stack's kubeconfig output.")
+
+    @property
+    def defaults(self) -> ClusterDefaults:
+        """What this cluster brings with it (driver, CNI, taints, metrics-server...): read by the layers."""
+        return cluster_defaults(self.mode, self.provider)
 
     def validate(self, path: str, problems: Problems) -> None:
-        if self.mode == "existing" and self.kubeconfig is None:
-            problems.error(join_path(path, "kubeconfig"), "is required when mode is existing")
+        if self.mode == "existing" and self.kubeconfig is None and self.kubeconfig_from is None:
+            problems.error(
+                join_path(path, "kubeconfig"),
+                "is required when mode is existing (or kubeconfigFrom: organization/project/stack)",
+            )
+        if self.kubeconfig is not None and self.kubeconfig_from is not None:
+            problems.error(join_path(path, "kubeconfigFrom"), "is set together with kubeconfig: give only one")
+        if self.mode == "kubeadm" and self.kubeconfig_from is not None:
+            problems.error(join_path(path, "kubeconfigFrom"), "only applies when mode is existing")
         pod = self.pod_cidr and not checks.cidr(self.pod_cidr)
         svc = self.service_cidr and not checks.cidr(self.service_cidr)
         if pod and svc:
@@ -100,10 +125,15 @@ class GpuSpec:
         check=lambda v: None if v and " " not in v else "must be a non-empty name without spaces",
     )
     mig_config: str | None = setting(
-        None, doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb."
+        None,
+        doc="MIG profile for this node (nvidia.com/mig.config label), e.g. all-1g.10gb.",
+        check=lambda v: None if not checks.labels({"nvidia.com/mig.config": v}) else "is not a valid label value",
     )
     time_slicing_replicas: int | None = setting(
         None, doc="Per-node time-slicing replicas (overrides the cluster default).", check=checks.between(2, 64)
+    )
+    driver: Literal["operator", "preinstalled"] | None = setting(
+        None, doc="Who provides this node's NVIDIA driver (default: gpuOperator.driver)."
     )
 
 
@@ -224,6 +254,10 @@ class Spec:
     kserve: KserveSpec = setting(default_factory=KserveSpec, doc="KServe model serving.")
     kubeflow: KubeflowSpec = setting(default_factory=KubeflowSpec, doc="Kubeflow training.")
     storage: StorageSpec = setting(default_factory=StorageSpec, doc="Default StorageClass.")
+    images: ImagesSpec = setting(
+        default_factory=ImagesSpec, doc="Big-image logistics: mirrors, peer-to-peer sharing, pre-pulling."
+    )
+    workloads: WorkloadsSpec = setting(default_factory=WorkloadsSpec, doc="The seeds' workloads (YOLO, training).")
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -240,8 +274,38 @@ class Spec:
             self._validate_kubeadm(problems)
         elif self.nodes:
             problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
+        validate_gpu(self, problems)
+        if self.images.spegel.enabled:
+            self._validate_spegel(problems)
         if self.storage.provisioner == "nfs" and self.storage.enabled and not self.storage.nfs_server:
             problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
+        node_gpus = [n.gpu.count for n in self.nodes if n.gpu is not None]
+        team_namespaces = [t.queue_namespace for t in self.kueue.teams] if self.kueue.enabled else []
+        validate_serving_on_cluster(
+            self.kserve,
+            cluster_mode=self.cluster.mode,
+            provider=self.cluster.provider,
+            node_gpus=node_gpus,
+            team_namespaces=team_namespaces,
+            problems=problems,
+        )
+        if self.kueue.enabled:
+            check_inventory(self, problems)
+        validate_training(self, problems)
+
+    def _validate_spegel(self, problems: Problems) -> None:
+        # One Spegel DaemonSet reads one content path: every node's containerd root must be the same.
+        roots: dict[str, list[str]] = {}
+        for node in self.nodes:
+            disk = node.image_disk
+            root = (disk.path or disk.mount_point) if disk is not None else "/var/lib/containerd"
+            roots.setdefault(root, []).append(node.name)
+        if len(roots) > 1:
+            detail = "; ".join(f"{root}: {', '.join(names)}" for root, names in sorted(roots.items()))
+            problems.error(
+                "images.spegel.enabled",
+                f"needs one containerd root on every node, but the nodes use {len(roots)} ({detail})",
+            )
 
     def _validate_kubeadm(self, problems: Problems) -> None:
         if not self.nodes:

@@ -2,6 +2,7 @@
 
     python -m components.plan --stack onprem --out build/onprem
     python -m components.plan --stack-file path/to/Pulumi.mystack.yaml --out build/mystack
+    python -m components.plan --stack onprem --out build/new --compare build/old   (what changes, per node/release)
 
 Exit 0 with the plan written; exit 2 with the validation report when the config is invalid.
 Secrets are never written: they appear as "[secret]", values known only after apply as "[computed]".
@@ -17,6 +18,8 @@ from pathlib import Path
 
 from ..config.load import read_stack_file, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
+from ..config.spec import Spec
+from .diff import diff_plans, load_plan, render
 from .engine import PROJECT_ROOT, run_program
 from .writer import write_plan
 
@@ -34,12 +37,22 @@ def _values(config: dict[str, str]) -> dict[str, object]:
     return out
 
 
+def spec_or_report(path: Path, config: dict[str, str], secret_keys: list[str]) -> Spec | None:
+    """The stack file's Spec, or None after printing the validation report to stderr."""
+    try:
+        return spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
+    except ConfigError as error:
+        print(f"{path}: {error.report()}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
     source.add_argument("--stack-file", type=Path, help="any stack file")
     parser.add_argument("--out", type=Path, help="output folder (default build/<stack>)")
+    parser.add_argument("--compare", type=Path, help="earlier plan folder (or plan.json): print what changes")
     args = parser.parse_args(argv)
 
     path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
@@ -49,12 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     out = args.out or PROJECT_ROOT / "build" / stack
 
+    if args.compare is not None and not (args.compare / "plan.json").is_file() and not args.compare.is_file():
+        print(f"error: {args.compare} holds no plan.json to compare with", file=sys.stderr)
+        return 2
+    # Read before writing: --compare may name the folder --out replaces.
+    earlier = load_plan(args.compare) if args.compare is not None else None
+
     started = time.perf_counter()
     config, secret_keys = read_stack_file(path)
-    try:
-        spec = spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
-    except ConfigError as error:
-        print(f"{path}: {error.report()}", file=sys.stderr)
+    spec = spec_or_report(path, config, secret_keys)
+    if spec is None:
         return 2
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
     run = run_program(config, secret_keys, stack=stack)
@@ -62,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(text)
     print(f"\nwrote {out}/plan.json and review files in {elapsed:.2f}s")
+    if earlier is not None:
+        print("\n" + render(diff_plans(earlier, load_plan(out)), f"changes since {args.compare}"))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import runpy
 import threading
 from collections.abc import Callable, Mapping
@@ -23,7 +24,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.config import set_all_config
-from pulumi.runtime.settings import get_root_resource
+from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,9 @@ def wire_to_plain(value: Any) -> Any:
     """Engine wire values to reviewable JSON: secrets hidden, unknowns named, assets as text or path."""
     if isinstance(value, str):
         return COMPUTED if value == rpc.UNKNOWN else value
+    if isinstance(value, float) and value.is_integer():
+        # The wire has only doubles; Kubernetes integers (a priority value, a timeout) read back as integers.
+        return int(value)
     if isinstance(value, list):
         return [wire_to_plain(v) for v in value]
     if isinstance(value, dict):
@@ -171,6 +175,17 @@ async def _resolve(value: Any) -> OutputValue:
     return OutputValue(resolved, secret, known)
 
 
+def _no_source_positions() -> Any:
+    """Stand-in for the SDK's per-resource stack capture (source positions for the engine's diagnostics).
+
+    A plan never shows them, and walking every frame of every registration is about a fifth of a large
+    plan's time. Only the offline plan swaps it out; `pulumi up` keeps the SDK's own.
+    """
+    from pulumi.runtime.proto import source_pb2
+
+    return source_pb2.StackTrace()
+
+
 def run_program(
     config: Mapping[str, str],
     secret_keys: list[str],
@@ -206,7 +221,20 @@ def run_program(
         monitor = RecordingMonitor(mocks or PreviewMocks())
         if on_start is not None:
             on_start(monitor)
+        # Pulumi keeps pending Output tasks in a process-wide set; a run that failed leaves its tasks there,
+        # bound to a loop that is closed now, and the next run would wait on them.
+        with SETTINGS.lock:
+            SETTINGS.outputs.clear()
         pulumi_mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=preview, monitor=monitor)
+        from pulumi.runtime import resource as runtime_resource
+
+        # A plan keeps every registration alive until the end: with CPython's default thresholds the
+        # cyclic GC re-walks that growing heap over and over, which made plan time grow quadratically.
+        gc_thresholds = gc.get_threshold()
+        gc.set_threshold(50_000, 50, 1_000)
+        capture_stack = getattr(runtime_resource, "_get_stack_trace", None)
+        if capture_stack is not None:
+            runtime_resource._get_stack_trace = _no_source_positions
         try:
 
             def program_main() -> None:
@@ -222,6 +250,9 @@ def run_program(
             for thread_loop in thread_loops:
                 thread_loop.close()
             loop.close()
+            if capture_stack is not None:
+                runtime_resource._get_stack_trace = capture_stack
+            gc.set_threshold(*gc_thresholds)
             asyncio.set_event_loop(None)
 
     try:

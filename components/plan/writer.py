@@ -19,6 +19,7 @@ from .engine import ProgramRun, RecordedResource
 
 COMMAND = "command:remote:Command"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+KUSTOMIZE_DIRECTORY = "kubernetes:kustomize/v2:Directory"
 PROVIDER_PREFIX = "pulumi:providers:"
 
 
@@ -172,6 +173,12 @@ def summary(
         lines.append(f"{'release':<32} {'version':<10} {'namespace':<18} chart")
         for name, chart, version, namespace in releases:
             lines.append(f"{name:<32} {version:<10} {namespace:<18} {chart}")
+    # Rendered by the provider at preview/up (remote targets), so the plan shows what is pinned, not the objects.
+    directories = [r for r in run_order(run.resources) if r.type == KUSTOMIZE_DIRECTORY]
+    if directories:
+        lines.append("")
+        lines.append(f"{'kustomize target':<32} directory")
+        lines += [f"{r.name:<32} {r.inputs.get('directory')}" for r in directories]
     counts = Counter(r.type for r in run.resources)
     lines.append("")
     lines.append("resources by type: " + ", ".join(f"{t} {n}" for t, n in sorted(counts.items())))

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..config.spec import Spec
 from . import toml_text
+from .images import registry_settings
 
 DROP_IN_GLOB = "/etc/containerd/conf.d/*.toml"
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 
 
+def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def containerd_config(spec: Spec, config_version: int) -> dict[str, Any]:
+    return _merged(_base_config(spec, config_version), registry_settings(spec, config_version))
+
+
+def _base_config(spec: Spec, config_version: int) -> dict[str, Any]:
     runc = {"runtime_type": "io.containerd.runc.v2", "options": {"SystemdCgroup": True}}
     deadline = spec.kubelet.image_pull_progress_deadline
     if config_version == 2:

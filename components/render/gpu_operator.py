@@ -1,26 +1,291 @@
-"""NVIDIA GPU Operator release values."""
+"""NVIDIA GPU Operator: preflight parsing, driver decisions, node labels, device-plugin configs, release values.
+
+Pure data. The GPU preflight (components/scripts/gpu-preflight.sh) ends with one line
+`mlcluster-gpu-preflight: {json}`; `parse_preflight` reads it, `node_driver_mode` turns it into a
+decision per node, and `gpu_operator_values` into the chart's values.
+"""
 
 from __future__ import annotations
 
-from ..config.spec import Spec
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..config.checks import parse_taint
+from ..config.spec import GPU_TAINT, NodeSpec, Spec
+from . import yaml_text
 from .helm import ChartRelease
+from .shell import NodeStep, render_script
+
+NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
+PREFLIGHT_STEP = "gpu-preflight"
+PREFLIGHT_MARKER = "mlcluster-gpu-preflight: "
+
+# Labels the GPU Operator's components read (upstream names).
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+"""mig-manager partitions the node's GPUs into this mig-parted profile (e.g. all-1g.18gb)."""
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+"""The device plugin reads this key of its ConfigMap instead of the default one."""
+DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.driver"
+"""`false` keeps the operator's driver DaemonSet off a node whose host driver is used."""
+
+DEVICE_PLUGIN_CONFIG_MAP = "mlcluster-device-plugin-config"
+DEFAULT_DEVICE_PLUGIN_CONFIG = "default"
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
+"""Where the operator's driver container exposes the driver on the host (the DRA driver's nvidiaDriverRoot)."""
+HOST_DRIVER_ROOT = "/"
+DRA_RELEASE = "nvidia-dra-driver-gpu"
+DRA_NAMESPACE = "nvidia-dra-driver-gpu"
+
+DriverMode = Literal["operator", "preinstalled"]
 
 
-def gpu_operator_release(spec: Spec) -> ChartRelease:
+@dataclass(frozen=True)
+class PreflightResult:
+    """What the preflight found on one host (the fields of its summary line)."""
+
+    host: str
+    status: str
+    gpu_count: int
+    gpus: tuple[str, ...]
+    nouveau_loaded: bool
+    nouveau_blacklisted: bool
+    driver_installed: bool
+    driver_version: str
+    operator_driver: bool
+    kernel: str
+    kernel_headers: bool
+    warnings: tuple[str, ...]
+
+    @property
+    def host_driver(self) -> bool:
+        """A working driver the host itself provides (not the operator's driver container)."""
+        return self.driver_installed and not self.operator_driver
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "gpuCount": self.gpu_count,
+            "gpus": list(self.gpus),
+            "hostDriver": self.driver_version if self.host_driver else None,
+            "nouveauLoaded": self.nouveau_loaded,
+            "kernelHeaders": self.kernel_headers,
+            "warnings": list(self.warnings),
+        }
+
+
+def parse_preflight(stdout: str) -> PreflightResult:
+    """The result in the last summary line of the preflight's output; ValueError when there is none."""
+    lines = [line for line in stdout.splitlines() if line.startswith(PREFLIGHT_MARKER)]
+    if not lines:
+        raise ValueError(f"no '{PREFLIGHT_MARKER.strip()}' line in the GPU preflight output")
+    data = json.loads(lines[-1][len(PREFLIGHT_MARKER) :])
+    return PreflightResult(
+        host=str(data["host"]),
+        status=str(data["status"]),
+        gpu_count=int(data["gpuCount"]),
+        gpus=tuple(data["gpus"]),
+        nouveau_loaded=bool(data["nouveauLoaded"]),
+        nouveau_blacklisted=bool(data["nouveauBlacklisted"]),
+        driver_installed=bool(data["driverInstalled"]),
+        driver_version=str(data["driverVersion"]),
+        operator_driver=bool(data["operatorDriver"]),
+        kernel=str(data["kernel"]),
+        kernel_headers=bool(data["kernelHeaders"]),
+        warnings=tuple(data["warnings"]),
+    )
+
+
+def preflight_step(node: NodeSpec) -> NodeStep:
+    """Every node runs it: GPU nodes must have a GPU; on the others a found GPU is reported."""
+    expect = node.gpu is not None
+    title = "GPU preflight: devices, nouveau, host driver, kernel headers" if expect else "Look for NVIDIA GPUs"
+    settings = {"EXPECT_GPU": str(expect).lower()}
+    return NodeStep(name=PREFLIGHT_STEP, title=title, script=render_script(PREFLIGHT_STEP, settings), settings=settings)
+
+
+def node_driver_mode(spec: Spec, node: NodeSpec, result: PreflightResult | None) -> DriverMode:
+    """Who provides this node's driver: the node's setting, else the cluster's, else what the host has."""
+    assert node.gpu is not None
+    chosen = node.gpu.driver or spec.gpu_operator.driver
+    if chosen != "auto":
+        return chosen
+    return "preinstalled" if result is not None and result.host_driver else "operator"
+
+
+def chart_driver_enabled(spec: Spec, modes: Mapping[str, DriverMode]) -> bool:
+    """The chart's driver.enabled: on when any node needs the operator's driver."""
+    if spec.cluster.mode == "existing" or not modes:
+        # No SSH, no preflight: managed providers' GPU node images ship the driver.
+        chosen = spec.gpu_operator.driver
+        if chosen == "auto":
+            return spec.cluster.defaults.gpu_driver != "preinstalled"
+        return chosen == "operator"
+    return any(mode == "operator" for mode in modes.values())
+
+
+def gpu_node_labels(spec: Spec, node: NodeSpec, driver_mode: DriverMode) -> dict[str, str]:
+    """The GPU Operator labels of one GPU node (MIG profile, device-plugin config, driver opt-out)."""
+    assert node.gpu is not None
+    labels: dict[str, str] = {}
+    if node.gpu.mig_config is not None:
+        labels[MIG_CONFIG_LABEL] = node.gpu.mig_config
+    if node.gpu.time_slicing_replicas is not None:
+        labels[DEVICE_PLUGIN_CONFIG_LABEL] = time_slicing_config_name(node.gpu.time_slicing_replicas)
+    if driver_mode == "preinstalled":
+        labels[DRIVER_DEPLOY_LABEL] = "false"
+    return labels
+
+
+def time_slicing_config_name(replicas: int) -> str:
+    return f"time-slicing-{replicas}"
+
+
+def device_plugin_config(mig_strategy: str, replicas: int | None) -> dict[str, Any]:
+    """One device-plugin config file (upstream `version: v1` format)."""
+    config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
+    if replicas is not None:
+        config["sharing"] = {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}}
+    return config
+
+
+def device_plugin_configs(spec: Spec) -> dict[str, str]:
+    """ConfigMap data: `default` (cluster-wide sharing or none) and one entry per per-node replica count."""
     gpu = spec.gpu_operator
-    values: dict[str, object] = {
-        "driver": {"enabled": gpu.driver != "preinstalled"},
-        "toolkit": {"enabled": True},
+    per_node = sorted(
+        {n.gpu.time_slicing_replicas for n in spec.nodes if n.gpu is not None and n.gpu.time_slicing_replicas}
+    )
+    if gpu.time_slicing_replicas is None and not per_node:
+        return {}
+    default = device_plugin_config(gpu.mig_strategy, gpu.time_slicing_replicas)
+    data = {DEFAULT_DEVICE_PLUGIN_CONFIG: yaml_text.dump(default)}
+    for replicas in per_node:
+        data[time_slicing_config_name(replicas)] = yaml_text.dump(device_plugin_config(gpu.mig_strategy, replicas))
+    return data
+
+
+def gpu_taint_toleration() -> dict[str, str]:
+    taint = parse_taint(GPU_TAINT)
+    return {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
+
+
+def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
+    """Chart values; driver_enabled is a bool, or an Output of one when it waits on the preflight."""
+    gpu = spec.gpu_operator
+    driver: dict[str, Any] = {"enabled": driver_enabled}
+    if gpu.driver_version is not None:
+        driver["version"] = gpu.driver_version
+    values: dict[str, Any] = {
+        "driver": driver,
+        "toolkit": {
+            "enabled": True,
+            # The toolkit's containerd settings go to a drop-in that our config.toml imports, so neither
+            # side rewrites the other's file (components/scripts/containerd.sh keeps the import).
+            "env": [{"name": "RUNTIME_DROP_IN_CONFIG", "value": "/etc/containerd/conf.d/99-nvidia.toml"}],
+        },
         "mig": {"strategy": gpu.mig_strategy},
-        "dcgmExporter": {"enabled": gpu.dcgm_exporter},
+        "dcgmExporter": {"enabled": gpu.dcgm_exporter, "serviceMonitor": {"enabled": gpu.service_monitor}},
     }
+    if gpu.dra:
+        # NVIDIA's DRA driver publishes the GPUs as ResourceSlices; the device plugin must not also advertise them.
+        values["devicePlugin"] = {"enabled": False}
+    else:
+        configs = device_plugin_configs(spec)
+        if configs:
+            values["devicePlugin"] = {
+                "config": {
+                    "create": True,
+                    "name": DEVICE_PLUGIN_CONFIG_MAP,
+                    "default": DEFAULT_DEVICE_PLUGIN_CONFIG,
+                    "data": configs,
+                }
+            }
+    return values
+
+
+def gpu_operator_release(spec: Spec, driver_enabled: object = None) -> ChartRelease:
+    gpu = spec.gpu_operator
+    if driver_enabled is None:
+        driver_enabled = chart_driver_enabled(spec, {})
     return ChartRelease(
         name="gpu-operator",
         chart="gpu-operator",
-        repository="https://helm.ngc.nvidia.com/nvidia",
+        repository=NGC_REPOSITORY,
         version=gpu.version,
         namespace=gpu.namespace,
-        values=values,
+        values=gpu_operator_values(spec, driver_enabled),
         timeout_seconds=gpu.timeout_minutes * 60,
         upstream_chart="gpu-operator",
     )
+
+
+def dra_driver_values(driver_root: object) -> dict[str, Any]:
+    return {
+        "nvidiaDriverRoot": driver_root,
+        # The chart ships GPU (not only ComputeDomain) DeviceClasses only with this override.
+        "gpuResourcesEnabledOverride": True,
+        "resources": {"gpus": {"enabled": True}},
+        "kubeletPlugin": {"tolerations": [gpu_taint_toleration()]},
+    }
+
+
+def dra_driver_release(spec: Spec, driver_root: object) -> ChartRelease:
+    return ChartRelease(
+        name=DRA_RELEASE,
+        chart="nvidia-dra-driver-gpu",
+        repository=NGC_REPOSITORY,
+        version=spec.gpu_operator.dra_driver_version,
+        namespace=DRA_NAMESPACE,
+        values=dra_driver_values(driver_root),
+        timeout_seconds=600,
+        upstream_chart="nvidia-dra-driver-gpu",
+    )
+
+
+def driver_root(driver_enabled: bool) -> str:
+    return OPERATOR_DRIVER_ROOT if driver_enabled else HOST_DRIVER_ROOT
+
+
+def config_warnings(spec: Spec) -> list[str]:
+    """Allowed but probably not meant: reported at preview and up."""
+    warnings = []
+    for i, node in enumerate(spec.nodes):
+        if node.gpu and node.gpu.mig_config and spec.gpu_operator.mig_strategy == "none" and not spec.gpu_operator.dra:
+            warnings.append(
+                f"mlcluster:nodes[{i}].gpu.migConfig: {node.gpu.mig_config} partitions {node.name}'s GPUs, but with"
+                " gpuOperator.migStrategy none the device plugin still offers them as whole nvidia.com/gpu"
+                " (set migStrategy single or mixed to schedule MIG slices)"
+            )
+    return warnings
+
+
+def gpu_nodes(spec: Spec) -> tuple[NodeSpec, ...]:
+    return tuple(n for n in spec.nodes if n.gpu is not None)
+
+
+def preflight_report(
+    spec: Spec, results: Mapping[str, PreflightResult]
+) -> tuple[dict[DriverMode, list[str]], list[str], list[str]]:
+    """(driver decision per mode -> nodes, info lines, warning lines) for what `up` reports."""
+    by_name = {n.name: n for n in spec.nodes}
+    decided: dict[DriverMode, list[str]] = {"operator": [], "preinstalled": []}
+    infos: list[str] = []
+    warnings: list[str] = []
+    for name, result in sorted(results.items()):
+        node = by_name[name]
+        where = f"{name} ({node.host})"
+        warnings += [f"{where}: {w}" for w in result.warnings]
+        if node.gpu is None:
+            continue
+        mode = node_driver_mode(spec, node, result)
+        decided[mode].append(name)
+        driver = f"host driver {result.driver_version}" if result.host_driver else "no host driver"
+        infos.append(
+            f"{where}: {result.gpu_count} NVIDIA GPU(s) ({'; '.join(result.gpus) or 'none'}), {driver},"
+            f" kernel {result.kernel} headers {'present' if result.kernel_headers else 'absent'} -> driver: {mode}"
+        )
+        if mode == "preinstalled" and not result.host_driver:
+            warnings.append(f"{where}: driver is preinstalled by configuration but nvidia-smi found no working driver")
+        if node.gpu.count != result.gpu_count:
+            warnings.append(f"{where}: nodes[].gpu.count is {node.gpu.count} but the host shows {result.gpu_count}")
+    return decided, infos, warnings

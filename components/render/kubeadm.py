@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import checks
-from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
+from ..config.spec import GPU_COUNT_LABEL, GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
 from . import yaml_text
 from .kubelet import kubelet_configuration
 
@@ -26,6 +26,7 @@ def node_labels(node: NodeSpec) -> dict[str, str]:
     labels = dict(node.labels)
     if node.gpu is not None:
         labels.setdefault(GPU_MODEL_LABEL, node.gpu.model)
+        labels.setdefault(GPU_COUNT_LABEL, str(node.gpu.count))
     return labels
 
 

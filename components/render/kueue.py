@@ -1,9 +1,66 @@
-"""Kueue release and objects."""
+"""Kueue as pure data: the release (manager configuration with the ML integrations) and the objects that
+turn the stack's GPUs into team queues: ResourceFlavors, ClusterQueues, namespaces, LocalQueues and
+WorkloadPriorityClasses, all in kueue.x-k8s.io/v1beta2 (the storage version)."""
 
 from __future__ import annotations
 
-from ..config.spec import Spec
+from collections.abc import Mapping
+from typing import Any
+
+from ..config import checks
+from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, QuotaSpec, TeamSpec
+from ..config.kueue_inventory import GpuFlavor, gpu_flavors
+from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, Spec
+from . import yaml_text
 from .helm import ChartRelease
+from .kubeadm import node_labels, node_taints
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+# Kueue defers a framework whose CRDs are not there yet and starts it when they appear, so the
+# integrations can be on before the Trainer (TrainJob, JobSet) is installed.
+BASE_INTEGRATIONS = ("batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
+LEGACY_PYTORCHJOB = "kubeflow.org/pytorchjob"
+
+Manifest = dict[str, Any]
+
+
+def integrations(spec: Spec) -> list[str]:
+    frameworks = list(BASE_INTEGRATIONS)
+    if spec.kubeflow.legacy_training_operator:
+        frameworks.append(LEGACY_PYTORCHJOB)
+    return frameworks
+
+
+def manager_configuration(spec: Spec) -> dict[str, Any]:
+    """config.kueue.x-k8s.io/v1beta2 Configuration. The chart takes it as one YAML string that replaces its
+    default, so the chart's defaults (ports, leader election, concurrency) are repeated here."""
+    configuration: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 300, "burst": 500},
+        "integrations": {"frameworks": integrations(spec)},
+    }
+    if spec.kueue.fair_sharing:
+        # In v1beta2 the section's presence turns fair sharing on.
+        configuration["fairSharing"] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
+    return configuration
 
 
 def kueue_release(spec: Spec) -> ChartRelease:
@@ -12,6 +69,108 @@ def kueue_release(spec: Spec) -> ChartRelease:
         chart="oci://registry.k8s.io/kueue/charts/kueue",
         version=spec.kueue.version,
         namespace=spec.kueue.namespace,
-        values={},
+        values={"managerConfig": {"controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec))}},
         upstream_chart="kueue",
     )
+
+
+def _gpu_flavor_spec(flavor: GpuFlavor) -> dict[str, Any]:
+    """nodeLabels and tolerations from the same functions that label and taint the nodes, so they cannot drift."""
+    if flavor.nodes:
+        labels = {GPU_MODEL_LABEL: node_labels(flavor.nodes[0])[GPU_MODEL_LABEL]}
+        taints = sorted({t for node in flavor.nodes for t in node_taints(node) if t.startswith("nvidia.com/gpu")})
+    else:
+        labels = dict(flavor.node_labels) or {GPU_MODEL_LABEL: flavor.model}
+        taints = [GPU_TAINT]
+    # Kueue adds these tolerations to the pods it admits on this flavor: jobs need not carry them.
+    return {"nodeLabels": labels, "tolerations": [checks.toleration_of(t) for t in taints]}
+
+
+def resource_flavors(spec: Spec) -> list[Manifest]:
+    flavors = [_object("ResourceFlavor", CPU_FLAVOR, spec={})]
+    for flavor in sorted(gpu_flavors(spec).values(), key=lambda f: f.name):
+        flavors.append(_object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(flavor)))
+    return flavors
+
+
+def _covered_resources(quotas: tuple[QuotaSpec, ...]) -> list[str]:
+    names = {name for quota in quotas for name in quota.nominal}
+    first = [n for n in ("cpu", "memory") if n in names]
+    devices = sorted(n for n in names if n.startswith(GPU_RESOURCE_PREFIX))
+    return first + sorted(names - set(first) - set(devices)) + devices
+
+
+def _flavor_quotas(quota: QuotaSpec, covered: list[str]) -> dict[str, Any]:
+    resources = []
+    for name in covered:
+        entry: dict[str, Any] = {"name": name, "nominalQuota": quota.nominal.get(name, "0")}
+        if name in quota.borrowing_limit:
+            entry["borrowingLimit"] = quota.borrowing_limit[name]
+        if name in quota.lending_limit:
+            entry["lendingLimit"] = quota.lending_limit[name]
+        resources.append(entry)
+    return {"name": quota.flavor, "resources": resources}
+
+
+def cluster_queue(spec: Spec, team: TeamSpec) -> Manifest:
+    covered = _covered_resources(team.quotas)
+    body: dict[str, Any] = {}
+    if spec.kueue.cohort:
+        body["cohortName"] = spec.kueue.cohort
+    # A null selector admits no namespace at all: name the team's own.
+    body["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": team.queue_namespace}}
+    body["queueingStrategy"] = team.queueing_strategy
+    # One resource group: every flavor lists every resource, so a job lands on one flavor as a whole and a
+    # CPU-only job never takes GPU-node quota while the CPU flavor (listed first) has room.
+    body["resourceGroups"] = [
+        {"coveredResources": covered, "flavors": [_flavor_quotas(q, covered) for q in team.quotas]}
+    ]
+    preemption = team.preemption
+    body["preemption"] = {
+        "withinClusterQueue": preemption.within_cluster_queue,
+        "reclaimWithinCohort": preemption.reclaim_within_cohort,
+        "borrowWithinCohort": {"policy": preemption.borrow_within_cohort},
+    }
+    if team.fair_sharing_weight is not None:
+        body["fairSharing"] = {"weight": team.fair_sharing_weight}
+    return _object("ClusterQueue", team.name, spec=body)
+
+
+def team_namespace(team: TeamSpec) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.queue_namespace}}
+
+
+def local_queue(team: TeamSpec) -> Manifest:
+    return _object("LocalQueue", team.name, namespace=team.queue_namespace, spec={"clusterQueue": team.name})
+
+
+def priority_classes(spec: Spec) -> list[Manifest]:
+    return [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            "description": f"Priority {value}; jobs opt in with the label {PRIORITY_CLASS_LABEL}: {name}.",
+        }
+        for name, value in sorted(spec.kueue.priority_classes.items(), key=lambda item: -item[1])
+    ]
+
+
+def _object(kind: str, name: str, *, spec: Mapping[str, Any], namespace: str | None = None) -> Manifest:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": KUEUE_API, "kind": kind, "metadata": metadata, "spec": dict(spec)}
+
+
+def kueue_objects(spec: Spec) -> list[Manifest]:
+    """Every object, in the order they can be created: flavors, priorities, queues, namespaces, local queues."""
+    teams = spec.kueue.teams
+    return [
+        *resource_flavors(spec),
+        *priority_classes(spec),
+        *(cluster_queue(spec, team) for team in teams),
+        *(team_namespace(team) for team in teams),
+        *(local_queue(team) for team in teams),
+    ]

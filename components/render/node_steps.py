@@ -7,8 +7,9 @@ plane, then join the others (control planes one at a time, workers in parallel).
 from __future__ import annotations
 
 from ..config.checks import version_tuple
+from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
-from . import kubeadm
+from . import images, kubeadm
 from .containerd import containerd_config_toml
 from .shell import NodeStep, render_script
 
@@ -36,6 +37,44 @@ def kubernetes_minor(spec: Spec) -> str:
 def _step(name: str, title: str, settings: dict[str, str] | None = None, **kwargs: object) -> NodeStep:
     settings = settings or {}
     return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings, **kwargs)  # type: ignore[arg-type]
+
+
+def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
+    """Registry mirrors (unless Spegel writes them) and the image-disk capacity preflight."""
+    steps = []
+    mirrors = spec.images.mirrors
+    if mirrors and not spec.images.spegel.enabled:
+        settings = {
+            "MIRROR_REGISTRIES": " ".join(m.registry for m in mirrors),
+            "CERTS_DIR": images.CERTS_DIR,
+            "AUTHORIZATION_PLACEHOLDER": images.AUTHORIZATION_PLACEHOLDER,
+        }
+        for index, mirror in enumerate(mirrors):
+            settings[f"HOSTS_TOML_{index}"] = images.hosts_toml(mirror)
+            if mirror.ca:
+                settings[f"CA_{index}"] = mirror.ca
+        steps.append(
+            _step(
+                "registry-mirrors",
+                f"Configure {len(mirrors)} registry mirror(s)",
+                settings,
+                stdin=Secret(images.mirror_authorizations(spec)),
+            )
+        )
+    needed = images.required_bytes(spec, node)
+    if spec.images.capacity_check and needed:
+        steps.append(
+            _step(
+                "image-capacity",
+                "Check the pre-pulled images fit the image disk",
+                {
+                    "CONTAINERD_ROOT": images.containerd_root(node),
+                    "REQUIRED_BYTES": str(needed),
+                    "HIGH_THRESHOLD_PERCENT": str(spec.kubelet.image_gc_high_threshold_percent),
+                },
+            )
+        )
+    return steps
 
 
 def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
@@ -78,6 +117,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
                 ),
             },
         ),
+        *image_steps(spec, node),
     ]
 
 
@@ -93,11 +133,21 @@ def admin_kubeconfig_step() -> NodeStep:
     return _step("admin-kubeconfig", "Read the admin kubeconfig", secret_stdout=True)
 
 
-def join_credentials_step(node: NodeSpec) -> NodeStep:
+def join_credentials_step(joining: list[NodeSpec]) -> NodeStep:
+    """One fresh token (and a certificate key when control planes join) for every node joining in this run.
+
+    One resource, not one per node: one SSH session on the first control plane however many nodes join,
+    and no dependency chain through every node (the SDK walks dependency chains recursively, which fails
+    past about a thousand links). The node list is in the script, so adding a node re-runs it for a
+    fresh token; joins ignore later stdin changes (a credential is spent once, at join).
+    """
     return _step(
         "join-credentials",
-        f"Create a join token for {node.name}",
-        {"FOR_NODE": node.name, "WITH_CERTIFICATE_KEY": str(node.is_control_plane).lower()},
+        f"Create a join token for {len(joining)} node(s)",
+        {
+            "FOR_NODES": " ".join(n.name for n in joining),
+            "WITH_CERTIFICATE_KEY": str(any(n.is_control_plane for n in joining)).lower(),
+        },
         secret_stdout=True,
     )
 
@@ -118,7 +168,8 @@ def drain_on_removal_step(node: NodeSpec) -> NodeStep:
     return NodeStep(
         name="drain-on-removal",
         title=f"Drain {node.name} from a control plane when it leaves the stack",
-        script=render_script("registered", settings),
+        # Nothing runs at creation (no SSH session per node on the control plane); only removal drains.
+        script=None,
         delete_script=render_script("drain-node", settings),
         settings=settings,
     )

@@ -1,9 +1,41 @@
-"""Serving: cert-manager and KServe releases."""
+"""Serving releases: metrics-server, cert-manager, Knative (Knative mode only) and KServe's charts, in order."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..config.serving import KserveSpec, major_minor, metrics_server_wanted
 from ..config.spec import Spec
 from .helm import ChartRelease
+
+KSERVE_CHARTS = "oci://ghcr.io/kserve/charts"
+SPLIT_CHARTS_SINCE = (0, 17)
+"""KServe v0.17 split the `kserve` chart into `kserve-resources` and `kserve-runtime-configs`."""
+
+KNATIVE_SERVING_NAMESPACE = "knative-serving"
+KOURIER_INGRESS_CLASS = "kourier.ingress.networking.knative.dev"
+
+
+def _minor(version: str) -> tuple[int, int]:
+    numbers = major_minor(version)
+    if numbers is None:
+        raise ValueError(f"not a chart version: {version}")
+    return numbers
+
+
+def kserve_chart_names(version: str) -> tuple[str, ...]:
+    """KServe's charts for a version, in install order (CRDs, controller, runtimes)."""
+    if _minor(version) >= SPLIT_CHARTS_SINCE:
+        return ("kserve-crd", "kserve-resources", "kserve-runtime-configs")
+    # Before the split, the one `kserve` chart carried the controller and the ClusterServingRuntimes.
+    return ("kserve-crd", "kserve")
+
+
+def deployment_mode_value(mode: str, version: str) -> str:
+    """The chart/annotation string for a mode; charts before the split only know the old names."""
+    if _minor(version) >= SPLIT_CHARTS_SINCE:
+        return mode
+    return {"Standard": "RawDeployment", "Knative": "Serverless"}[mode]
 
 
 def cert_manager_release(spec: Spec) -> ChartRelease:
@@ -17,22 +49,85 @@ def cert_manager_release(spec: Spec) -> ChartRelease:
     )
 
 
+def metrics_server_release(spec: Spec) -> ChartRelease | None:
+    if not metrics_server_wanted(spec.kserve, spec.cluster.mode, spec.cluster.provider):
+        return None
+    values: dict[str, Any] = {}
+    if spec.cluster.mode == "kubeadm":
+        # kubeadm's kubelets serve self-signed certificates (no serverTLSBootstrap), which metrics-server
+        # cannot verify; it still authenticates to the kubelet with its service account.
+        values["args"] = ["--kubelet-insecure-tls"]
+    return ChartRelease(
+        name="metrics-server",
+        chart="metrics-server",
+        repository="https://kubernetes-sigs.github.io/metrics-server/",
+        version=spec.kserve.metrics_server_version,
+        namespace="kube-system",
+        values=values,
+    )
+
+
+def knative_operator_release(spec: Spec) -> ChartRelease | None:
+    if spec.kserve.deployment_mode != "Knative":
+        return None
+    return ChartRelease(
+        name="knative-operator",
+        chart="knative-operator",
+        repository="https://knative.github.io/operator",
+        version=spec.kserve.knative.operator_version,
+        namespace=spec.kserve.knative.namespace,
+    )
+
+
+def knative_serving(kserve: KserveSpec) -> dict[str, Any]:
+    """The KnativeServing the operator turns into Knative Serving with Kourier as its ingress."""
+    return {
+        "apiVersion": "operator.knative.dev/v1beta1",
+        "kind": "KnativeServing",
+        "metadata": {
+            "name": "knative-serving",
+            "namespace": KNATIVE_SERVING_NAMESPACE,
+            # KServe needs Knative's CRDs and webhook before its first InferenceService; wait until Ready.
+            "annotations": {"pulumi.com/waitFor": "condition=Ready"},
+        },
+        "spec": {
+            "version": kserve.knative.serving_version,
+            "ingress": {"kourier": {"enabled": True}},
+            "config": {
+                "network": {"ingress-class": KOURIER_INGRESS_CLASS},
+                # GPU endpoints carry tolerations (and may use node selectors); Knative rejects both by default.
+                "features": {
+                    "kubernetes.podspec-tolerations": "enabled",
+                    "kubernetes.podspec-nodeselector": "enabled",
+                    "kubernetes.podspec-affinity": "enabled",
+                },
+            },
+        },
+    }
+
+
 def kserve_releases(spec: Spec) -> list[ChartRelease]:
+    """KServe's charts in install order, with the deployment mode set explicitly (the chart default is Knative)."""
     kserve = spec.kserve
+    controller: dict[str, Any] = {"deploymentMode": deployment_mode_value(kserve.deployment_mode, kserve.version)}
+    if kserve.deployment_mode == "Knative":
+        # Kourier, not Istio, routes Knative traffic: KServe must not create Istio VirtualServices.
+        controller["gateway"] = {"disableIstioVirtualHost": True}
+    values: dict[str, dict[str, Any]] = {
+        "kserve-crd": {},
+        "kserve-resources": {"kserve": {"controller": controller}},
+        # The chart installs no ClusterServingRuntime unless asked; endpoints need them to find a runtime.
+        "kserve-runtime-configs": {"kserve": {"servingruntime": {"enabled": True}}},
+        "kserve": {"kserve": {"controller": controller}},
+    }
     return [
         ChartRelease(
-            name="kserve-crd",
-            chart="oci://ghcr.io/kserve/charts/kserve-crd",
+            name=chart,
+            chart=f"{KSERVE_CHARTS}/{chart}",
             version=kserve.version,
             namespace=kserve.namespace,
-            upstream_chart="kserve-crd",
-        ),
-        ChartRelease(
-            name="kserve-resources",
-            chart="oci://ghcr.io/kserve/charts/kserve-resources",
-            version=kserve.version,
-            namespace=kserve.namespace,
-            values={"kserve": {"controller": {"deploymentMode": kserve.deployment_mode}}},
-            upstream_chart="kserve-resources",
-        ),
+            values=values[chart],
+            upstream_chart=chart,
+        )
+        for chart in kserve_chart_names(kserve.version)
     ]

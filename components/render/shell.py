@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from ..config.schema import Secret
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 _DELIMITER = "MLCLUSTER_STEP_SCRIPT"
 _HEAD = "#!/usr/bin/env bash\nset -euo pipefail\n"
@@ -35,9 +37,12 @@ class NodeStep:
 
     name: str
     title: str
-    script: str
+    script: str | None
+    """None: nothing runs when the resource is created (only `delete_script` matters)."""
     secret_stdout: bool = False
     """The step prints credentials (join token, kubeconfig): its output is a secret and is not logged."""
+    stdin: Secret | None = None
+    """Secrets the step reads on stdin (never part of the command or the plan)."""
     delete_script: str | None = None
     """Runs when the step's resource is deleted (the node left the stack)."""
     settings: Mapping[str, str] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""Storage: the default StorageClass provisioner."""
+"""Storage: the default StorageClass provisioner (local-path or NFS subdir), so checkpoint PVCs bind."""
 
 from __future__ import annotations
 
@@ -13,19 +13,23 @@ def storage_release(spec: Spec) -> ChartRelease:
             name="nfs-subdir-external-provisioner",
             chart="nfs-subdir-external-provisioner",
             repository="https://kubernetes-sigs.github.io/nfs-subdir-external-provisioner/",
-            version=storage.version or "4.0.18",
+            version=storage.chart_version,
             namespace=storage.namespace,
             values={
-                "nfs": {"server": storage.nfs_server, "path": storage.nfs_path or "/"},
-                "storageClass": {"defaultClass": True},
+                "nfs": {"server": storage.nfs_server, "path": storage.nfs_path},
+                "storageClass": {"defaultClass": True, "name": storage.storage_class},
             },
             upstream_chart="nfs-subdir-external-provisioner",
         )
+    # Published by the project's release workflow as an OCI artifact (helm push to ghcr.io/rancher/...).
     return ChartRelease(
         name="local-path-provisioner",
         chart="oci://ghcr.io/rancher/local-path-provisioner/charts/local-path-provisioner",
-        version=storage.version or "0.0.37",
+        version=storage.chart_version,
         namespace=storage.namespace,
-        values={"storageClass": {"defaultClass": True}},
+        values={
+            "storageClass": {"defaultClass": True, "name": storage.storage_class},
+            "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [storage.local_path]}],
+        },
         upstream_chart="local-path-provisioner",
     )

@@ -1,17 +1,81 @@
-"""Training: Kubeflow Trainer release."""
+"""Training: the Kubeflow Trainer release, and the kustomize-only Kubeflow parts as pinned remote targets.
+
+Pipelines, Notebooks and the legacy Training Operator ship only as kustomize manifests. They are pulled as
+remote kustomize targets pinned to a release tag (rendered by the Kubernetes provider's kustomize/v2 Directory),
+never copied into this project; docs/training.md explains the choice and what preview can and cannot show.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..config.spec import Spec
 from .helm import ChartRelease
 
+TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+
 
 def kubeflow_trainer_release(spec: Spec) -> ChartRelease:
+    kubeflow = spec.kubeflow
     return ChartRelease(
         name="kubeflow-trainer",
-        chart="oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
-        version=spec.kubeflow.version,
-        namespace=spec.kubeflow.namespace,
-        values={},
+        chart=TRAINER_CHART,
+        version=kubeflow.version,
+        namespace=kubeflow.namespace,
+        values={
+            # The chart's own dependency (Chart.yaml: jobset 0.12.0, condition jobset.install) keeps the
+            # JobSet version the Trainer was tested with, in the same release.
+            "jobset": {"install": kubeflow.install_job_set},
+            # Applied by the chart's post-install/post-upgrade hook Job once the CRDs exist.
+            "runtimes": {"defaultEnabled": kubeflow.default_runtimes},
+        },
         upstream_chart="kubeflow-trainer",
     )
+
+
+@dataclass(frozen=True)
+class KustomizeTarget:
+    """A remote kustomization pinned to a release tag: `https://github.com/<repo>//<path>?ref=<tag>`."""
+
+    name: str
+    repository: str
+    path: str
+    ref: str
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/{self.repository}//{self.path}?ref={self.ref}"
+
+
+def legacy_training_operator_targets(spec: Spec) -> list[KustomizeTarget]:
+    # The repository was renamed kubeflow/training-operator -> kubeflow/trainer; v1.x tags stayed.
+    return [
+        KustomizeTarget(
+            "training-operator",
+            "kubeflow/trainer",
+            "manifests/overlays/standalone",
+            spec.kubeflow.legacy_training_operator_version,
+        )
+    ]
+
+
+def pipelines_targets(spec: Spec) -> list[KustomizeTarget]:
+    """CRDs first (cluster-scoped-resources), then the platform-agnostic standalone install."""
+    ref = spec.kubeflow.pipelines_version
+    return [
+        KustomizeTarget(
+            "pipelines-cluster-scoped", "kubeflow/pipelines", "manifests/kustomize/cluster-scoped-resources", ref
+        ),
+        KustomizeTarget("pipelines", "kubeflow/pipelines", "manifests/kustomize/env/platform-agnostic", ref),
+    ]
+
+
+def notebooks_targets(spec: Spec) -> list[KustomizeTarget]:
+    return [
+        KustomizeTarget(
+            "notebook-controller",
+            "kubeflow/notebooks",
+            "components/notebook-controller/config/overlays/standalone",
+            spec.kubeflow.notebooks_version,
+        )
+    ]

@@ -20,6 +20,10 @@ def _mapping(dumper: yaml.SafeDumper, data: Mapping[str, Any]) -> yaml.Node:
 _Dumper.add_representer(dict, lambda d, data: d.represent_dict(data.items()))
 _Dumper.add_multi_representer(Mapping, _mapping)  # type: ignore[arg-type,type-abstract]
 _Dumper.add_representer(tuple, lambda d, data: d.represent_list(list(data)))
+# A multi-line string (a config file inside Helm values) reads as a block, not one escaped line.
+_Dumper.add_representer(
+    str, lambda d, data: d.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+)
 
 
 def dump(document: Any) -> str:

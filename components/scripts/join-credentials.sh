@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Step (on the first control plane): a fresh bootstrap token, the CA hash and, for control planes, a
-# certificate key, for one joining node. Its stdout is secret: the program marks it so and logs nothing.
+# Step (on the first control plane): a fresh bootstrap token, the CA hash and, when control planes join,
+# a certificate key, for the nodes joining in this run. Its stdout is secret: the program marks it so and
+# logs nothing. FOR_NODES is part of the step so that adding a node re-runs it for a fresh token.
 set -euo pipefail
-: "${FOR_NODE:?}" "${WITH_CERTIFICATE_KEY:?}"
-# A node that is already a member needs no credential: print none (its join step reports ok), so a re-run
-# leaves no fresh token behind.
-if KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$FOR_NODE" >/dev/null 2>&1; then
+: "${FOR_NODES:?}" "${WITH_CERTIFICATE_KEY:?}"
+read -r -a nodes <<<"$FOR_NODES"
+# Nodes that are already members need no credential: when all are, print none (their join steps report
+# ok), so a re-run leaves no fresh token behind.
+missing=0
+for node in "${nodes[@]}"; do
+  if ! KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$node" >/dev/null 2>&1; then
+    missing=$((missing + 1))
+  fi
+done
+if [ "$missing" -eq 0 ]; then
   exit 0
 fi
-join=$(run_long kubeadm token create --ttl 2h --description "mlcluster join of $FOR_NODE" --print-join-command)
+join=$(run_long kubeadm token create --ttl 2h --description "mlcluster join of $missing node(s)" \
+  --print-join-command)
 token=$(grep -oE -- '--token [^ ]+' <<<"$join" | awk '{print $2}')
 ca_hash=$(grep -oE -- '--discovery-token-ca-cert-hash [^ ]+' <<<"$join" | awk '{print $2}')
 if [ -z "$token" ] || [ -z "$ca_hash" ]; then

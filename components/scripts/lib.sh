@@ -65,6 +65,14 @@ pkg_version() {
   esac
 }
 
+# The package holding the headers of kernel $1 (what out-of-tree modules such as the NVIDIA driver build against).
+kernel_headers_package() {
+  case $OS_FAMILY in
+    deb) printf 'linux-headers-%s' "$1" ;;
+    rpm) printf 'kernel-devel-%s' "$1" ;;
+  esac
+}
+
 # The file whose KUBELET_EXTRA_ARGS line the kubelet's systemd drop-in reads.
 kubelet_env_file() {
   case $OS_FAMILY in

@@ -280,10 +280,15 @@ class FleetEngine:
                 inputs = reveal(dict(args.inputs))
                 record = next(r for r in monitors[0].recorded if r.name == args.name and r.type == args.typ)
                 secret_outputs = set(record.options["additionalSecretOutputs"])
+                state = dict(args.inputs)
+                if "create" not in inputs:
+                    # As pulumi-command: no create command, no session (a marker whose delete matters).
+                    with engine._lock:
+                        created[record.urn] = inputs
+                    return f"{args.name}-id", {**state, "stdout": "", "stderr": ""}
                 result = engine._execute(
                     args.name, inputs, inputs["create"], "create", "stdout" in secret_outputs, steps
                 )
-                state = dict(args.inputs)
                 for key, value in (("stdout", result.stdout), ("stderr", result.stderr)):
                     state[key] = _secret(value) if key in secret_outputs else value
                 with engine._lock:

@@ -66,7 +66,8 @@ def assert_no_secret_leaks(hosts: Fleet, run: FleetRun, values: dict[str, Any], 
         {k: v.value for k, v in run.program.outputs.items() if not v.secret}
     )
     secrets = secrets_of(hosts)
-    assert len([k for k in secrets if k.startswith("bootstrap token ")]) >= 6 and "certificate key 0" in secrets
+    # kubeadm init's own token and the one join token (each as token and secret part), the certificate key.
+    assert len([k for k in secrets if k.startswith("bootstrap token ")]) >= 4 and "certificate key 0" in secrets
     # The checks can fail: the secrets are where they belong.
     assert secrets["admin client key (kubeconfig)"] in run.program.outputs["kubeconfig"].value
     assert secrets["admin client key (kubeconfig)"] in hosts["cp-1"].read("/etc/kubernetes/admin.conf")
@@ -191,7 +192,7 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     values, secret = hosts.stack_values(nodes, cluster={"controlPlaneEndpoint": endpoint})
     for worker in ("w-1", "w-2", "w-3"):
         # A real join takes far longer than creating its token; with stubs both take milliseconds.
-        hosts[worker].set(latency={"kubeadm join": 2.0})
+        hosts[worker].set(latencies={"kubeadm join": 2.0})
     run = fleet_engine.up(values, secret)
     run.raise_error()
     MEASUREMENTS["3cp+3w wall seconds (worker joins slowed to 2 s)"] = round(run.wall_seconds, 2)
@@ -202,12 +203,13 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     assert sorted(cluster["nodes"]) == ["cp-1", "cp-2", "cp-3", "w-1", "w-2", "w-3"]
     assert cluster["nodes"]["w-3"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
     # A GPU node registers with its model label and the GPU taint from the first moment (JoinConfiguration).
-    assert cluster["nodes"]["w-2"]["labels"] == {GPU_MODEL_LABEL: "H100-SXM-80GB"}
+    assert cluster["nodes"]["w-2"]["labels"][GPU_MODEL_LABEL] == "H100-SXM-80GB"
     assert [t["key"] for t in cluster["nodes"]["w-2"]["taints"]] == [GPU_TAINT.split("=")[0]]
     init = calls(hosts["cp-1"], "kubeadm", "init", "--config")
     assert len(init) == 1 and "--upload-certs" in init[0]["argv"]
-    # Each further control plane got its own certificate key upload, on the first control plane.
-    assert len(calls(hosts["cp-1"], "kubeadm", "init", "phase", "upload-certs")) == 2
+    # One join credential serves every joining node: one token and one certificate key upload on cp-1.
+    assert len(calls(hosts["cp-1"], "kubeadm", "init", "phase", "upload-certs")) == 1
+    assert len(calls(hosts["cp-1"], "kubeadm", "token", "create")) == 1
     for name, family in (("cp-2", "rpm"), ("w-1", "rpm"), ("w-2", "rpm"), ("cp-3", "deb"), ("w-3", "deb")):
         host = hosts[name]
         assert f"({family} family)" in run.step(f"{name}-os").stdout

@@ -3,8 +3,8 @@
 A stub runs inside one test host's private mount namespace, where `/etc/mlcluster-fleet/host.json` says
 which host it is and where that host's state lives (a directory outside the namespace, so tests read it
 directly). `settings.json` in that directory is re-read on every call, so a test can change a host's
-behaviour between runs: `latency` (seconds every stub call sleeps, or {"<tool> <args prefix>": seconds}
-for matching calls only), `fail` ({"<tool> <args prefix>": "message"}: the matching call prints the message
+behaviour between runs: `latency` (seconds every stub call sleeps), `latencies` (per operation prefix,
+e.g. {"kubeadm init": 6}), `fail` ({"<tool> <args prefix>": "message"}: the matching call prints the message
 and exits 1), `containerdVersion`.
 
 The "API server" of a cluster is a directory shared by all hosts of a fleet (`cluster_root/<endpoint>`):
@@ -139,12 +139,14 @@ def main(tools: dict[str, Callable[[Host, list[str]], int]]) -> None:
     tool, argv = sys.argv[1], sys.argv[2:]
     host = Host()
     t0 = time.time()
+    latency = float(host.settings.get("latency", 0))
+    # Per-operation latencies (`{"kubeadm init": 6, "apt-get install": 2}`): the longest matching prefix wins.
     line = " ".join([tool, *argv])
-    latency = host.settings.get("latency", 0)
-    if isinstance(latency, dict):
-        latency = sum(seconds for prefix, seconds in latency.items() if line.startswith(prefix))
+    matching = [p for p in (host.settings.get("latencies") or {}) if line.startswith(p)]
+    if matching:
+        latency = float(host.settings["latencies"][max(matching, key=len)])
     if latency:
-        time.sleep(float(latency))
+        time.sleep(latency)
     rc = 0
     try:
         for prefix, message in (host.settings.get("fail") or {}).items():

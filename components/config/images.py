@@ -1,0 +1,119 @@
+"""Big-image logistics: registry mirrors, peer-to-peer sharing (Spegel), pre-pulling, image-disk capacity."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from . import checks
+from .schema import Problems, Secret, join_path, setting
+
+_REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d+)?$")
+_URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
+_IMAGE = re.compile(r"^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?(@sha256:[0-9a-f]{64})?$")
+
+
+def registry_name(value: str) -> str | None:
+    return None if _REGISTRY.match(value) else "is not a registry host such as docker.io or nvcr.io:443"
+
+
+def url(value: str) -> str | None:
+    return None if _URL.match(value) else "is not an http(s) URL such as https://mirror.example.internal"
+
+
+def image_reference(value: str) -> str | None:
+    return None if _IMAGE.match(value) else "is not an image reference such as nvcr.io/nvidia/pytorch:25.01-py3"
+
+
+@dataclass(frozen=True)
+class MirrorSpec:
+    registry: str = setting(doc="Registry whose pulls go through the mirrors, e.g. docker.io.", check=registry_name)
+    endpoints: tuple[str, ...] = setting(
+        doc="Mirror URLs, tried in order before the registry itself.", check=checks.each(url)
+    )
+    server: str | None = setting(
+        None,
+        doc="Upstream fallback (default https://<registry>; docker.io:"
+        " https://registry-1.docker.io). Set to an empty mirror-only setup with"
+        " `mirrorsOnly`.",
+        check=url,
+    )
+    mirrors_only: bool = setting(False, doc="Air-gapped: never fall back to the upstream registry.")
+    ca: str | None = setting(None, doc="PEM CA certificate the mirrors' TLS certificates chain to.")
+    skip_verify: bool = setting(False, doc="DANGER: do not verify the mirrors' TLS certificates.")
+    authorization: Secret | None = setting(
+        None, secret=True, doc="Authorization header value for the mirrors (e.g. `Basic <base64>`; secret)."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if not self.endpoints:
+            problems.error(join_path(path, "endpoints"), "must list at least one mirror URL")
+        if self.ca is not None and "BEGIN CERTIFICATE" not in self.ca:
+            problems.error(join_path(path, "ca"), "is not a PEM certificate (-----BEGIN CERTIFICATE-----)")
+
+
+@dataclass(frozen=True)
+class SpegelSpec:
+    enabled: bool = setting(
+        False, doc="Peer-to-peer image sharing: a layer pulled by one node is served to the others."
+    )
+    version: str = setting("0.7.4", doc="Spegel chart version.", check=checks.pinned_chart_version)
+    namespace: str = setting("spegel", doc="Namespace of the release.", check=checks.k8s_name)
+    mirrored_registries: tuple[str, ...] = setting(
+        (), doc="Registries Spegel mirrors (empty: all), as URLs such as https://docker.io.", check=checks.each(url)
+    )
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    image: str = setting(doc="Image reference (a tag or digest).", check=image_reference)
+    size_gib: float | None = setting(
+        None,
+        key="sizeGiB",
+        doc="Unpacked size on disk, for the capacity preflight (see `docker image ls` / the registry manifest).",
+        check=checks.between(0.001, 10_000),
+    )
+
+
+@dataclass(frozen=True)
+class ImageSetSpec:
+    name: str = setting(doc="Name of the set (becomes the pre-pull DaemonSet's name).", check=checks.k8s_name)
+    images: tuple[ImageSpec, ...] = setting(doc="Images pulled onto the nodes as soon as they join.")
+    nodes: Literal["gpu", "all"] = setting("gpu", doc="Which nodes hold the set.")
+
+
+@dataclass(frozen=True)
+class ImagesSpec:
+    mirrors: tuple[MirrorSpec, ...] = setting((), doc="Registry mirrors / pull-through caches, per registry.")
+    spegel: SpegelSpec = setting(default_factory=SpegelSpec, doc="Peer-to-peer image sharing with Spegel.")
+    prepull: tuple[ImageSetSpec, ...] = setting((), doc="Image sets pre-pulled on the nodes that run them.")
+    capacity_check: bool = setting(True, doc="Preflight: do the pre-pulled sets fit the image disk?")
+
+    def validate(self, path: str, problems: Problems) -> None:
+        seen: dict[str, int] = {}
+        for index, mirror in enumerate(self.mirrors):
+            if mirror.registry in seen:
+                problems.error(
+                    join_path(path, f"mirrors[{index}].registry"),
+                    f'"{mirror.registry}" is already configured by mirrors[{seen[mirror.registry]}]',
+                )
+            seen.setdefault(mirror.registry, index)
+            if self.spegel.enabled and (mirror.ca or mirror.authorization or mirror.skip_verify):
+                problems.error(
+                    join_path(path, f"mirrors[{index}]"),
+                    "sets ca/authorization/skipVerify, which Spegel cannot carry: with spegel.enabled, Spegel"
+                    " writes each registry's hosts.toml and takes mirrors only as plain URLs",
+                )
+        endpoint_sets = {m.endpoints for m in self.mirrors}
+        if self.spegel.enabled and len(endpoint_sets) > 1:
+            problems.error(
+                join_path(path, "mirrors"),
+                "lists different endpoints per registry, but Spegel applies its additional mirror targets to"
+                " every registry: with spegel.enabled, give all mirrors the same endpoints (one site"
+                " pull-through cache) or turn Spegel off",
+            )
+        names = [s.name for s in self.prepull]
+        for index, name in enumerate(names):
+            if names.index(name) != index:
+                problems.error(join_path(path, f"prepull[{index}].name"), f'"{name}" is used twice')

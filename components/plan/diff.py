@@ -1,0 +1,325 @@
+"""What changes between two offline plans, per node and per release: the review to read without the CLI.
+
+    python -m components.plan --stack onprem --out build/new --compare build/old
+    python -m components.plan.diff build/old build/new
+
+Resources are matched by URN less the stack (names carry no position, so an inserted step does not rename the others).
+A node step whose script changed re-runs on `up`; a step whose `triggers` changed is replaced (its on-delete
+script runs, then the step); release changes are shown as chart/version and values keys. Secret inputs are
+"[secret]" in both plans, so a changed secret does not show here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..render.shell import script_of_command
+from .engine import COMPUTED
+
+COMMAND = "command:remote:Command"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+RELEASE_IDENTITY = ("chart", "version", "namespace")
+SCRIPT_LINES_SHOWN = 12
+
+Kind = Literal["added", "removed", "re-runs", "replaced", "changed"]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    key: str
+    old: Any
+    new: Any
+
+    def __str__(self) -> str:
+        if self.old is MISSING:
+            return f"+ {self.key}: {_show(self.new)}"
+        if self.new is MISSING:
+            return f"- {self.key}: {_show(self.old)}"
+        return f"~ {self.key}: {_show(self.old)} -> {_show(self.new)}"
+
+
+@dataclass(frozen=True)
+class StepChange:
+    node: str
+    step: str
+    kind: Kind
+    why: str
+    script: list[str] = field(default_factory=list)
+    """Changed script lines, `-`/`+` prefixed (create script for re-runs, on-delete script otherwise)."""
+
+
+@dataclass(frozen=True)
+class ReleaseChange:
+    release: str
+    kind: Kind
+    identity: list[KeyChange] = field(default_factory=list)
+    """chart, version, namespace."""
+    values: list[KeyChange] = field(default_factory=list)
+    inputs: list[KeyChange] = field(default_factory=list)
+    """Every other input or option (timeout, repository, protect...)."""
+
+
+@dataclass(frozen=True)
+class ResourceChange:
+    resource: str
+    kind: Kind
+    keys: list[KeyChange] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    steps: list[StepChange]
+    releases: list[ReleaseChange]
+    resources: list[ResourceChange]
+    outputs: list[KeyChange]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.steps or self.releases or self.resources or self.outputs)
+
+    def steps_by_node(self) -> dict[str, list[StepChange]]:
+        grouped: dict[str, list[StepChange]] = {}
+        for change in self.steps:
+            grouped.setdefault(change.node, []).append(change)
+        return grouped
+
+
+def _show(value: Any) -> str:
+    if value == COMPUTED:
+        return "(known only during up)"
+    return value if isinstance(value, str) and "\n" not in value else json.dumps(value, sort_keys=True)
+
+
+def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Leaves of a nested value as (dotted.key[0], leaf); empty maps and lists are leaves."""
+    if isinstance(value, Mapping) and value:
+        for key in sorted(value):
+            yield from flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, list) and value:
+        for index, item in enumerate(value):
+            yield from flatten(item, f"{prefix}[{index}]")
+    else:
+        yield prefix, value
+
+
+def key_changes(old: Any, new: Any, prefix: str = "") -> list[KeyChange]:
+    before, after = dict(flatten(old, prefix)), dict(flatten(new, prefix))
+    return [
+        KeyChange(key, before.get(key, MISSING), after.get(key, MISSING))
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key, MISSING) != after.get(key, MISSING)
+    ]
+
+
+def _script(command: Any) -> list[str]:
+    if not isinstance(command, str):
+        return []
+    return (script_of_command(command) or command).splitlines()
+
+
+def script_changes(old: Any, new: Any) -> list[str]:
+    lines = difflib.unified_diff(_script(old), _script(new), lineterm="", n=0)
+    return [line for line in lines if not line.startswith(("---", "+++", "@@"))]
+
+
+def _step_name(resource: Mapping[str, Any]) -> str:
+    node = str(resource.get("runsOn") or "")
+    return str(resource["name"]).removeprefix(f"{node}-")
+
+
+def _under(key: str, paths: list[str]) -> bool:
+    """Whether a dotted key is one of the property paths (as ignoreChanges/replaceOnChanges write them) or below."""
+    for written in paths:
+        path = written.replace("[*]", "")
+        if key == path or key.startswith((f"{path}.", f"{path}[")):
+            return True
+    return False
+
+
+def input_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[KeyChange]:
+    """Changed inputs the engine acts on: those under the resource's ignoreChanges are left out, as `up` does."""
+    ignored = list(new["options"].get("ignoreChanges") or [])
+    return [c for c in key_changes(old["inputs"], new["inputs"]) if not _under(c.key, ignored)]
+
+
+def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange | None:
+    node, step = str(new.get("runsOn") or "unknown"), _step_name(new)
+    old_inputs, new_inputs = old["inputs"], new["inputs"]
+    inputs = input_changes(old, new)
+    changed = {c.key.split(".")[0].split("[")[0] for c in inputs}
+    options = key_changes(old["options"], new["options"], "options")
+    if not changed and not options:
+        return None
+    replace_on = ["triggers", *(new["options"].get("replaceOnChanges") or [])]
+    if any(_under(c.key, replace_on) for c in inputs):
+        return StepChange(node, step, "replaced", "replaced (triggers changed): on-delete script runs, then the step")
+    if changed - {"delete"}:
+        why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
+        return StepChange(
+            node, step, "re-runs", why, script_changes(old_inputs.get("create"), new_inputs.get("create"))
+        )
+    if changed:
+        return StepChange(
+            node,
+            step,
+            "changed",
+            "on-delete script changed",
+            script_changes(old_inputs["delete"], new_inputs["delete"]),
+        )
+    return StepChange(node, step, "changed", "; ".join(str(c) for c in options))
+
+
+def _release_change(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> ReleaseChange | None:
+    # An empty values map is a leaf when flattened: it going to or from {} is said by the keys inside.
+    inputs = [c for c in input_changes(old, new) if not (c.key == "values" and {} in (c.old, c.new))]
+    identity = [c for c in inputs if c.key in RELEASE_IDENTITY]
+    values = [KeyChange(c.key.removeprefix("values."), c.old, c.new) for c in inputs if c.key.startswith("values.")]
+    rest = [c for c in inputs if c not in identity and not c.key.startswith("values.")]
+    rest += key_changes(old["options"], new["options"], "options")
+    if not (identity or values or rest):
+        return None
+    return ReleaseChange(name, "changed", identity, values, rest)
+
+
+def resource_key(urn: str) -> str:
+    """The URN without stack and project (`urn:pulumi:<stack>::<project>::<type>::<name>`), so that two stacks
+    of the same program (staging and production, a renamed stack) compare resource by resource."""
+    parts = urn.split("::", 2)
+    return parts[2] if len(parts) == 3 else urn
+
+
+_URN_PREFIX = re.compile(r"urn:pulumi:[^:]+::[^:]+::")
+
+
+def _without_stack(value: Any) -> Any:
+    """References to other resources (options.provider, dependencies) compared without stack and project."""
+    if isinstance(value, str):
+        return _URN_PREFIX.sub("urn:", value)
+    if isinstance(value, list):
+        return [_without_stack(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _without_stack(v) for k, v in value.items()}
+    return value
+
+
+def _by_urn(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {resource_key(r["urn"]): _without_stack(r) for r in plan.get("resources", [])}
+
+
+def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
+    """Pure: two plan.json documents in, what changes per node step, release and other resource out."""
+    before, after = _by_urn(old), _by_urn(new)
+    steps: list[StepChange] = []
+    releases: list[ReleaseChange] = []
+    resources: list[ResourceChange] = []
+    for urn in [*before, *(u for u in after if u not in before)]:
+        was, now = before.get(urn), after.get(urn)
+        resource = now or was
+        assert resource is not None
+        if resource["type"] == COMMAND:
+            node, step = str(resource.get("runsOn") or "unknown"), _step_name(resource)
+            if was is None:
+                steps.append(StepChange(node, step, "added", "new step: runs on up"))
+            elif now is None:
+                steps.append(StepChange(node, step, "removed", "step removed: its on-delete script runs"))
+            elif change := _step_change(was, now):
+                steps.append(change)
+        elif resource["type"] == RELEASE:
+            name = str(resource["inputs"].get("name") or resource["name"])
+            if was is None or now is None:
+                releases.append(ReleaseChange(name, "added" if was is None else "removed"))
+            elif release := _release_change(name, was, now):
+                releases.append(release)
+        elif was is None or now is None:
+            resources.append(
+                ResourceChange(f"{resource['type']}::{resource['name']}", "added" if was is None else "removed")
+            )
+        else:
+            keys = input_changes(was, now) + key_changes(was["options"], now["options"], "options")
+            if keys:
+                resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", "changed", keys))
+    outputs = key_changes(old.get("outputs") or {}, new.get("outputs") or {})
+    return PlanDiff(steps, releases, resources, outputs)
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    """A plan directory (its plan.json) or a plan.json file."""
+    file = path / "plan.json" if path.is_dir() else path
+    document: dict[str, Any] = json.loads(file.read_text())
+    return document
+
+
+_MARK = {"added": "+", "removed": "-", "re-runs": "~", "replaced": "±", "changed": "~"}
+
+
+def render(diff: PlanDiff, title: str = "plan diff") -> str:
+    if diff.empty:
+        return f"{title}: no changes"
+    lines = [f"{title}:"]
+    by_node = diff.steps_by_node()
+    if by_node:
+        lines += ["", "nodes (steps that re-run, are replaced, added or removed on `up`)"]
+        for node, changes in by_node.items():
+            lines.append(f"  {node}")
+            for change in changes:
+                lines.append(f"    {_MARK[change.kind]} {change.step:<24} {change.kind}: {change.why}")
+                shown = change.script[:SCRIPT_LINES_SHOWN]
+                lines += [f"        {line}" for line in shown]
+                if len(change.script) > len(shown):
+                    lines.append(f"        ... {len(change.script) - len(shown)} more changed lines")
+    if diff.releases:
+        lines += ["", "releases"]
+        for release in diff.releases:
+            lines.append(
+                f"  {_MARK[release.kind]} {release.release}"
+                + ("" if release.kind == "changed" else f" ({release.kind})")
+            )
+            lines += [f"      {c}" for c in release.identity]
+            lines += [f"      values {c}" for c in release.values]
+            lines += [f"      {c}" for c in release.inputs]
+    if diff.resources:
+        lines += ["", "other resources"]
+        for resource in diff.resources:
+            lines.append(
+                f"  {_MARK[resource.kind]} {resource.resource}" + ("" if resource.keys else f" ({resource.kind})")
+            )
+            lines += [f"      {c}" for c in resource.keys]
+    if diff.outputs:
+        lines += ["", "outputs"] + [f"  {c}" for c in diff.outputs]
+    kinds = [c.kind for c in diff.steps]
+    lines += [
+        "",
+        f"summary: {kinds.count('re-runs')} step(s) re-run and {kinds.count('replaced')} replaced on"
+        f" {len(by_node)} node(s), {kinds.count('added')} added, {kinds.count('removed')} removed;"
+        f" {len(diff.releases)} release(s) change; {len(diff.resources)} other resource(s) change",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.plan.diff", description=__doc__.split("\n\n")[0])
+    parser.add_argument("old", type=Path, help="earlier plan directory (or its plan.json)")
+    parser.add_argument("new", type=Path, help="later plan directory (or its plan.json)")
+    args = parser.parse_args(argv)
+    print(render(diff_plans(load_plan(args.old), load_plan(args.new)), f"plan diff {args.old} -> {args.new}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""`python -m components.plan.workloads`: a stack's workload manifests as YAML for kubectl.
+
+    python -m components.plan.workloads --stack onprem | kubectl apply -f -
+    python -m components.plan.workloads --stack onprem | kubectl diff -f -
+
+The same rendered documents the program creates (namespace, checkpoint claims, jobs), with integers kept as
+integers (the plan's manifests/ files show the engine's wire values, where every number is a float).
+Exit 2 with the validation report when the config is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..config.load import read_stack_file
+from ..render import yaml_text
+from ..render.workloads import workload_manifests, workloads_namespace
+from .__main__ import spec_or_report
+from .engine import PROJECT_ROOT
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.plan.workloads", description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
+    source.add_argument("--stack-file", type=Path, help="any stack file")
+    args = parser.parse_args(argv)
+    path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    spec = spec_or_report(path, *read_stack_file(path))
+    if spec is None:
+        return 2
+    documents = workload_manifests(spec)
+    if documents and spec.workloads.create_namespace:
+        documents.insert(0, workloads_namespace(spec))
+    sys.stdout.write(yaml_text.dump_all(documents))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

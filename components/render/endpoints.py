@@ -1,0 +1,164 @@
+"""Model endpoints as Kubernetes objects: KServe InferenceServices, and Deployment + Service + HPA for the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config.checks import parse_taint
+from ..config.serving import DeploymentAutoscalingSpec, EndpointSpec, InferenceDeploymentSpec, KserveSpec
+from ..config.spec import GPU_TAINT
+from .serving import deployment_mode_value
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "mlcluster"}
+
+
+def gpu_toleration() -> dict[str, str]:
+    """Tolerates the taint GPU nodes carry, so GPU pods (and only they) land there."""
+    taint = parse_taint(GPU_TAINT)
+    return {"key": taint["key"], "operator": "Equal", "value": taint.get("value", ""), "effect": taint["effect"]}
+
+
+def _resources(cpu: str, memory: str, gpus: int, *, cpu_limit: bool) -> dict[str, dict[str, Any]]:
+    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    limits: dict[str, Any] = {"memory": memory}
+    if cpu_limit:
+        limits["cpu"] = cpu
+    if gpus:
+        # Extended resources must have requests equal to limits; the limit alone is what the scheduler counts.
+        requests[GPU_RESOURCE] = str(gpus)
+        limits[GPU_RESOURCE] = str(gpus)
+    return {"requests": requests, "limits": limits}
+
+
+def _metadata(
+    name: str, namespace: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {**(labels or {}), **MANAGED_BY}}
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
+def endpoint_namespaces(kserve: KserveSpec) -> list[str]:
+    return sorted({e.namespace for e in kserve.endpoints} | {d.namespace for d in kserve.deployments})
+
+
+def namespace_object(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+
+
+def endpoint_metric(endpoint: EndpointSpec, mode: str) -> str:
+    """The metric written out, so the plan shows what scales the endpoint: the mode's autoscaler's default."""
+    return endpoint.autoscaling.metric or ("cpu" if mode == "Standard" else "concurrency")
+
+
+def _endpoint_annotations(kserve: KserveSpec) -> dict[str, str]:
+    annotations = {"serving.kserve.io/deploymentMode": deployment_mode_value(kserve.deployment_mode, kserve.version)}
+    if kserve.deployment_mode == "Standard":
+        # Explicit, so KServe's webhook validates the metric against what its HPA supports (cpu, memory).
+        annotations["serving.kserve.io/autoscalerClass"] = "hpa"
+    return annotations
+
+
+def inference_service(endpoint: EndpointSpec, kserve: KserveSpec) -> dict[str, Any]:
+    model: dict[str, Any] = {
+        "modelFormat": {"name": endpoint.model_format},
+        "storageUri": endpoint.storage_uri,
+        "resources": _resources(endpoint.cpu, endpoint.memory, endpoint.gpus, cpu_limit=True),
+    }
+    if endpoint.runtime:
+        model["runtime"] = endpoint.runtime
+    predictor: dict[str, Any] = {
+        "minReplicas": endpoint.min_replicas,
+        "maxReplicas": endpoint.max_replicas,
+        "scaleMetric": endpoint_metric(endpoint, kserve.deployment_mode),
+        "model": model,
+    }
+    if endpoint.autoscaling.target is not None:
+        predictor["scaleTarget"] = endpoint.autoscaling.target
+    if endpoint.gpus:
+        predictor["tolerations"] = [gpu_toleration()]
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        # The mode per object as well as cluster-wide, so changing the cluster default never moves an endpoint.
+        "metadata": _metadata(
+            endpoint.name,
+            endpoint.namespace,
+            annotations=_endpoint_annotations(kserve),
+        ),
+        "spec": {"predictor": predictor},
+    }
+
+
+def _labels(deployment: InferenceDeploymentSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": deployment.name}
+
+
+def inference_deployment(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": deployment.image,
+        "ports": [{"name": "http", "containerPort": deployment.port}],
+        # No CPU limit: throttling adds latency; the request is what CPU utilisation is measured against.
+        "resources": _resources(deployment.cpu, deployment.memory, deployment.gpus, cpu_limit=False),
+    }
+    if deployment.args:
+        container["args"] = list(deployment.args)
+    pod_spec: dict[str, Any] = {"containers": [container]}
+    if deployment.gpus:
+        pod_spec["tolerations"] = [gpu_toleration()]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(deployment.name, deployment.namespace, labels=_labels(deployment)),
+        "spec": {
+            "replicas": deployment.min_replicas,
+            "selector": {"matchLabels": _labels(deployment)},
+            "template": {"metadata": {"labels": _labels(deployment)}, "spec": pod_spec},
+        },
+    }
+
+
+def deployment_service(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
+    """The (core v1) Service in front of an inference Deployment."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(deployment.name, deployment.namespace),
+        "spec": {
+            "selector": _labels(deployment),
+            "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
+        },
+    }
+
+
+def hpa_metric(autoscaling: DeploymentAutoscalingSpec) -> dict[str, Any]:
+    if autoscaling.metric in ("cpu", "memory"):
+        return {
+            "type": "Resource",
+            "resource": {
+                "name": autoscaling.metric,
+                "target": {"type": "Utilization", "averageUtilization": autoscaling.target},
+            },
+        }
+    target = {"type": "AverageValue", "averageValue": str(autoscaling.target)}
+    if autoscaling.metric == "pods":
+        return {"type": "Pods", "pods": {"metric": {"name": autoscaling.metric_name}, "target": target}}
+    # External: e.g. a queue's length divided across the replicas (AverageValue), not one value per pod.
+    return {"type": "External", "external": {"metric": {"name": autoscaling.metric_name}, "target": target}}
+
+
+def horizontal_pod_autoscaler(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(deployment.name, deployment.namespace),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment.name},
+            "minReplicas": deployment.min_replicas,
+            "maxReplicas": deployment.max_replicas,
+            "metrics": [hpa_metric(deployment.autoscaling)],
+        },
+    }

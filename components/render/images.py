@@ -1,0 +1,189 @@
+"""Big-image logistics as pure data: hosts.toml per registry mirror, the containerd settings they need,
+Spegel's values, the pre-pull DaemonSets, and what each node should hold."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..config.images import ImageSetSpec, MirrorSpec
+from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
+from . import toml_text
+from .helm import ChartRelease
+
+CERTS_DIR = "/etc/containerd/certs.d"
+DEFAULT_CONTAINERD_ROOT = "/var/lib/containerd"
+AUTHORIZATION_PLACEHOLDER = "__MLCLUSTER_MIRROR_AUTHORIZATION__"
+PREPULL_NAMESPACE = "mlcluster-prepull"
+# A static busybox copied into each pod lets any image be "run" without relying on the image's own shell.
+BUSYBOX_IMAGE = "busybox:1.37.0-musl"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+_UPSTREAM_OVERRIDES = {"docker.io": "https://registry-1.docker.io"}
+
+
+def upstream_server(mirror: MirrorSpec) -> str:
+    return mirror.server or _UPSTREAM_OVERRIDES.get(mirror.registry, f"https://{mirror.registry}")
+
+
+def hosts_document(mirror: MirrorSpec) -> dict[str, Any]:
+    """containerd's hosts.toml for one registry: mirrors first, in order, then (unless mirror-only) upstream."""
+    document: dict[str, Any] = {}
+    if not mirror.mirrors_only:
+        document["server"] = upstream_server(mirror)
+    hosts: dict[str, Any] = {}
+    for endpoint in mirror.endpoints:
+        host: dict[str, Any] = {"capabilities": ["pull", "resolve"]}
+        if mirror.ca:
+            host["ca"] = f"{CERTS_DIR}/{mirror.registry}/ca.crt"
+        if mirror.skip_verify:
+            host["skip_verify"] = True
+        if mirror.authorization is not None:
+            # The secret reaches the node on stdin; the placeholder is replaced there.
+            host["header"] = {"Authorization": AUTHORIZATION_PLACEHOLDER}
+        hosts[endpoint] = host
+    document["host"] = hosts
+    return document
+
+
+def hosts_toml(mirror: MirrorSpec) -> str:
+    return toml_text.dumps(hosts_document(mirror))
+
+
+def mirror_authorizations(spec: Spec) -> str:
+    """The stdin of the mirrors step: `registry<TAB>authorization` lines (secret)."""
+    return "".join(
+        f"{m.registry}\t{m.authorization.reveal()}\n" for m in spec.images.mirrors if m.authorization is not None
+    )
+
+
+def registry_settings(spec: Spec, config_version: int) -> dict[str, Any]:
+    """The containerd CRI settings mirrors and Spegel need, for merging into config.toml."""
+    images: dict[str, Any] = {"registry": {"config_path": CERTS_DIR}}
+    if spec.images.spegel.enabled:
+        # Spegel serves layers from the content store; they must stay after unpacking.
+        images["discard_unpacked_layers"] = False
+    if config_version == 2:
+        cri: dict[str, Any] = {"registry": images["registry"]}
+        if "discard_unpacked_layers" in images:
+            cri["containerd"] = {"discard_unpacked_layers": False}
+        return {"plugins": {"io.containerd.grpc.v1.cri": cri}}
+    return {"plugins": {"io.containerd.cri.v1.images": images}}
+
+
+def containerd_root(node: NodeSpec) -> str:
+    disk = node.image_disk
+    if disk is None:
+        return DEFAULT_CONTAINERD_ROOT
+    return disk.path or disk.mount_point
+
+
+def spegel_release(spec: Spec) -> ChartRelease:
+    spegel = spec.images.spegel
+    roots = {containerd_root(n) for n in spec.nodes} or {DEFAULT_CONTAINERD_ROOT}
+    (root,) = roots  # validation guarantees one root across nodes while Spegel is on
+    values: dict[str, Any] = {
+        "spegel": {
+            "containerdRegistryConfigPath": CERTS_DIR,
+            "containerdContentPath": f"{root}/io.containerd.content.v1.content",
+            "mirroredRegistries": list(spegel.mirrored_registries),
+            # Validation allows one endpoint list for all mirrors while Spegel is on.
+            "additionalMirrorTargets": list(spec.images.mirrors[0].endpoints) if spec.images.mirrors else [],
+        },
+        "tolerations": [{"operator": "Exists"}],
+    }
+    return ChartRelease(
+        name="spegel",
+        chart="oci://ghcr.io/spegel-org/helm-charts/spegel",
+        version=spegel.version,
+        namespace=spegel.namespace,
+        values=values,
+        upstream_chart="spegel",
+    )
+
+
+def _taint_toleration() -> dict[str, str]:
+    key, rest = GPU_TAINT.split("=", 1)
+    value, effect = rest.split(":")
+    return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+
+
+def prepull_daemonset(image_set: ImageSetSpec, deadline: str) -> dict[str, Any]:
+    """One DaemonSet per image set: each image is an init container that exits at once, so the kubelet
+    pulls it (and containerd's progress timeout, the configured pull deadline, governs the pull)."""
+    labels = {"app.kubernetes.io/name": "mlcluster-prepull", "mlcluster.io/image-set": image_set.name}
+    tools = {"name": "tools", "emptyDir": {"sizeLimit": "16Mi"}}
+    init = [
+        {
+            "name": "copy-busybox",
+            "image": BUSYBOX_IMAGE,
+            "command": ["cp", "/bin/busybox", "/mlcluster/busybox"],
+            "volumeMounts": [{"name": "tools", "mountPath": "/mlcluster"}],
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        }
+    ]
+    for index, image in enumerate(image_set.images):
+        init.append(
+            {
+                "name": f"pull-{index}",
+                "image": image.image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["/mlcluster/busybox", "true"],
+                "volumeMounts": [{"name": "tools", "mountPath": "/mlcluster"}],
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+            }
+        )
+    pod_spec: dict[str, Any] = {
+        "initContainers": init,
+        "containers": [
+            {
+                "name": "hold",
+                "image": PAUSE_IMAGE,
+                "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}, "limits": {"memory": "16Mi"}},
+            }
+        ],
+        "volumes": [tools],
+        "tolerations": [_taint_toleration()],
+        "priorityClassName": "system-node-critical",
+    }
+    if image_set.nodes == "gpu":
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": GPU_MODEL_LABEL, "operator": "Exists"}]}]
+                }
+            }
+        }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": f"prepull-{image_set.name}",
+            "namespace": PREPULL_NAMESPACE,
+            "labels": labels,
+            "annotations": {"mlcluster.io/pull-deadline": deadline},
+        },
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def planned_images(spec: Spec) -> Mapping[str, list[str]]:
+    """Which node should hold which pre-pulled images (from the stack; the cluster's state is not known here)."""
+    out: dict[str, list[str]] = {}
+    for node in spec.nodes:
+        images = [i.image for s in spec.images.prepull if s.nodes == "all" or node.gpu is not None for i in s.images]
+        if images:
+            out[node.name] = images
+    return out
+
+
+def required_bytes(spec: Spec, node: NodeSpec) -> int:
+    """Bytes the node's pre-pulled sets need on containerd's root (images without a size count as 0)."""
+    total = 0.0
+    for image_set in spec.images.prepull:
+        if image_set.nodes == "all" or node.gpu is not None:
+            total += sum(i.size_gib or 0 for i in image_set.images)
+    return int(total * 1024**3)

@@ -1,0 +1,277 @@
+"""The seeds' workloads as manifests (plain dicts): the YOLO batch-inference Job and a checkpointed training run.
+
+Every workload tolerates the GPU taint our GPU nodes carry and, when Kueue is on, names its LocalQueue with
+the label `kueue.x-k8s.io/queue-name` (Kueue then suspends it until the queue admits it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import checks
+from ..config.spec import GPU_TAINT, Spec
+from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
+
+Manifest = dict[str, Any]
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+GPU_RESOURCE = "nvidia.com/gpu"
+SKIP_AWAIT = "pulumi.com/skipAwait"
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINER_RUNTIME = "torch-distributed"
+"""The default ClusterTrainingRuntime for PyTorch: replicated job `node`, container `node`."""
+RUNTIME_PATCH_MANAGER = "mlcluster.io/workloads"
+NOTEBOOK_IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0"
+
+
+def queue_labels(spec: Spec) -> dict[str, str]:
+    return {QUEUE_LABEL: spec.workloads.queue_name} if spec.kueue.enabled else {}
+
+
+def gpu_tolerations() -> list[dict[str, str]]:
+    return [checks.toleration_of(GPU_TAINT)]
+
+
+def _metadata(spec: Spec, name: str, *, queued: bool = True, annotations: dict[str, str] | None = None) -> Manifest:
+    metadata: Manifest = {"name": name, "namespace": spec.workloads.namespace}
+    labels = queue_labels(spec) if queued else {}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
+def workloads_namespace(spec: Spec) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.workloads.namespace}}
+
+
+def yolo_predict_job(spec: Spec) -> Manifest:
+    """The second seed's Job, field for field, plus the namespace, the queue label and the GPU toleration."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(spec, YOLO_JOB_NAME),
+        "spec": {
+            "backoffLimit": 2,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "tolerations": gpu_tolerations(),
+                    "containers": [
+                        {
+                            "name": "yolo",
+                            "image": "ultralytics/ultralytics:latest",
+                            "command": [
+                                "yolo",
+                                "predict",
+                                "model=yolo26n.pt",
+                                "source=https://ultralytics.com/images/bus.jpg",
+                            ],
+                            "resources": {"limits": {GPU_RESOURCE: 1}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+# --- training -------------------------------------------------------------------------------------------
+
+CHECKPOINTS_VOLUME = "checkpoints"
+SHM_VOLUME = "dshm"
+
+
+def checkpoint_claim_name(training: TrainingWorkloadSpec, kind: str) -> str:
+    suffix = {"Job": "", "TrainJob": "-trainjob", "PyTorchJob": "-pytorchjob"}[kind]
+    return f"{training.name}{suffix}-checkpoints"
+
+
+def checkpoint_claim(spec: Spec, kind: str) -> Manifest:
+    """One claim per workload kind, so each run resumes from its own checkpoints."""
+    training = spec.workloads.training
+    storage_class = training.storage_class or (spec.storage.storage_class if spec.storage.enabled else None)
+    shared = spec.storage.enabled and spec.storage.provisioner == "nfs" and training.storage_class is None
+    claim_spec: Manifest = {
+        # NFS subdirectories can be mounted from every node; local-path volumes only on the node that has them.
+        "accessModes": ["ReadWriteMany" if shared else "ReadWriteOnce"],
+        "resources": {"requests": {"storage": training.checkpoint_size}},
+    }
+    if storage_class:
+        claim_spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": checkpoint_claim_name(training, kind), "namespace": spec.workloads.namespace},
+        "spec": claim_spec,
+    }
+
+
+def _training_volumes(spec: Spec, kind: str) -> list[Manifest]:
+    training = spec.workloads.training
+    return [
+        {"name": CHECKPOINTS_VOLUME, "persistentVolumeClaim": {"claimName": checkpoint_claim_name(training, kind)}},
+        # Docker's 64 MiB /dev/shm default breaks DataLoader workers; memory-backed and capped instead.
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": training.shm_size}},
+    ]
+
+
+def _training_mounts(spec: Spec) -> list[Manifest]:
+    return [
+        {"name": CHECKPOINTS_VOLUME, "mountPath": spec.workloads.training.checkpoint_path},
+        {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
+    ]
+
+
+def _checkpoint_env(spec: Spec) -> list[Manifest]:
+    return [{"name": "CHECKPOINT_DIR", "value": spec.workloads.training.checkpoint_path}]
+
+
+def _gpu_limits(training: TrainingWorkloadSpec) -> Manifest:
+    return {"limits": {GPU_RESOURCE: training.gpus}}
+
+
+def _training_pod(spec: Spec, kind: str, container_name: str) -> Manifest:
+    """The pod of a Job or PyTorchJob replica: the training container, its volumes, the GPU toleration."""
+    training = spec.workloads.training
+    container = {
+        "name": container_name,
+        "image": training.image,
+        "command": training.container_command,
+        "env": _checkpoint_env(spec),
+        "resources": _gpu_limits(training),
+        "volumeMounts": _training_mounts(spec),
+    }
+    return {
+        "restartPolicy": "OnFailure",
+        "tolerations": gpu_tolerations(),
+        "containers": [container],
+        "volumes": _training_volumes(spec, kind),
+    }
+
+
+def training_job(spec: Spec) -> Manifest:
+    """A plain batch/v1 Job: one pod, resumable from its checkpoint claim (restarts continue, not restart)."""
+    training = spec.workloads.training
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        # Training runs for hours: `up` must not wait for it to finish.
+        "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
+        "spec": {
+            "backoffLimit": 3,
+            "template": {"spec": _training_pod(spec, "Job", "train")},
+        },
+    }
+
+
+def train_job(spec: Spec) -> Manifest:
+    """The same run as a Kubeflow Trainer TrainJob on the default torch-distributed runtime."""
+    training = spec.workloads.training
+    pod_spec = {
+        "tolerations": gpu_tolerations(),
+        "volumes": _training_volumes(spec, "TrainJob"),
+        "containers": [{"name": "node", "env": _checkpoint_env(spec), "volumeMounts": _training_mounts(spec)}],
+    }
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+                "name": TRAINER_RUNTIME,
+            },
+            "trainer": {
+                "image": training.image,
+                "command": training.container_command,
+                "numNodes": training.num_nodes,
+                "resourcesPerNode": _gpu_limits(training),
+            },
+            "runtimePatches": [
+                {
+                    "manager": RUNTIME_PATCH_MANAGER,
+                    "trainingRuntimeSpec": {
+                        "template": {
+                            "spec": {
+                                "replicatedJobs": [
+                                    {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
+                                ]
+                            }
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def pytorch_job(spec: Spec) -> Manifest:
+    """The same run on the legacy Training Operator (kubeflow.org/v1): one Master, numNodes - 1 Workers."""
+    training = spec.workloads.training
+
+    def replica(replicas: int) -> Manifest:
+        # The operator finds the training container by the name `pytorch`; restartPolicy sits on the replica.
+        pod = _training_pod(spec, "PyTorchJob", "pytorch")
+        return {"replicas": replicas, "restartPolicy": pod.pop("restartPolicy"), "template": {"spec": pod}}
+
+    replica_specs = {"Master": replica(1)}
+    if training.num_nodes > 1:
+        replica_specs["Worker"] = replica(training.num_nodes - 1)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
+        "spec": {"pytorchReplicaSpecs": replica_specs},
+    }
+
+
+def notebook(spec: Spec) -> Manifest:
+    """A sample Jupyter server (Kubeflow Notebook controller): one GPU, the GPU toleration, not queued."""
+    name = "ml-notebook"
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "Notebook",
+        "metadata": _metadata(spec, name, queued=False),
+        "spec": {
+            "template": {
+                "spec": {
+                    "tolerations": gpu_tolerations(),
+                    # The controller finds the server container by the Notebook's name.
+                    "containers": [{"name": name, "image": NOTEBOOK_IMAGE, "resources": {"limits": {GPU_RESOURCE: 1}}}],
+                }
+            }
+        },
+    }
+
+
+def workload_manifests(spec: Spec) -> list[Manifest]:
+    """Every workload object the stack asks for, claims before the jobs that mount them."""
+    workloads, kubeflow = spec.workloads, spec.kubeflow
+    out: list[Manifest] = []
+    if workloads.yolo_predict:
+        out.append(yolo_predict_job(spec))
+    training = workloads.training
+    if training.enabled:
+        kinds = [("Job", training_job)]
+        if training.train_job and kubeflow.enabled:
+            kinds.append(("TrainJob", train_job))
+        if training.pytorch_job and kubeflow.legacy_training_operator:
+            kinds.append(("PyTorchJob", pytorch_job))
+        for kind, render in kinds:
+            out += [checkpoint_claim(spec, kind), render(spec)]
+    if workloads.notebook and kubeflow.notebooks:
+        out.append(notebook(spec))
+    return out
+
+
+def claims_used(manifest: Any) -> set[str]:
+    """Names of the PersistentVolumeClaims a workload mounts, wherever its pod templates sit."""
+    if isinstance(manifest, list):
+        return set().union(*(claims_used(item) for item in manifest))
+    if not isinstance(manifest, dict):
+        return set()
+    found = {str(manifest["persistentVolumeClaim"]["claimName"])} if "persistentVolumeClaim" in manifest else set()
+    return found.union(*(claims_used(value) for value in manifest.values()))

@@ -1,0 +1,375 @@
+"""GPU Operator: expected documents (device-plugin configs, node labels), upstream values keys, validation,
+and the preflight's output driving the release in one run of the program."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+
+from components.config.checks import parse_taint
+from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
+from components.plan.engine import run_program
+from components.render.gpu_operator import (
+    config_warnings,
+    device_plugin_configs,
+    dra_driver_values,
+    gpu_node_labels,
+    gpu_operator_values,
+    gpu_taint_toleration,
+)
+from components.render.kubeadm import node_labels, node_taints
+from components.render.kueue import resource_flavors
+
+from .conftest import as_config, load_spec, stack_values
+from .gpu_host import H200_LSPCI, H200_SMI, FakeGpuHost
+from .test_config_validation import base, errors_of, parse
+from .test_gpu_preflight import run_preflight
+from .upstream import chart_values, unknown_value_keys
+
+UPSTREAM_GPU_OPERATOR = ("gpu-operator", "v26.7.0")
+
+
+def gpu_values(**gpu_operator: Any) -> dict[str, Any]:
+    values = base()
+    values["gpuOperator"] = gpu_operator
+    return values
+
+
+def test_time_slicing_configmap_data_is_the_upstream_format() -> None:
+    values = gpu_values(timeSlicingReplicas=4, migStrategy="single")
+    values["nodes"][2]["gpu"]["timeSlicingReplicas"] = 8
+    values["nodes"][2]["gpu"]["migConfig"] = "all-1g.18gb"
+    spec = parse(values)
+    data = device_plugin_configs(spec)
+    assert {name: yaml.safe_load(text) for name, text in data.items()} == {
+        "default": {
+            "version": "v1",
+            "flags": {"migStrategy": "single"},
+            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}},
+        },
+        "time-slicing-8": {
+            "version": "v1",
+            "flags": {"migStrategy": "single"},
+            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 8}]}},
+        },
+    }
+    assert data["time-slicing-8"] == (
+        "version: v1\nflags:\n  migStrategy: single\nsharing:\n  timeSlicing:\n    resources:\n"
+        "    - name: nvidia.com/gpu\n      replicas: 8\n"
+    )
+    chart = gpu_operator_values(spec, True)
+    assert chart["devicePlugin"] == {
+        "config": {"create": True, "name": "mlcluster-device-plugin-config", "default": "default", "data": data}
+    }
+    node = spec.nodes[2]
+    assert gpu_node_labels(spec, node, "operator") == {
+        "nvidia.com/mig.config": "all-1g.18gb",
+        "nvidia.com/device-plugin.config": "time-slicing-8",
+    }
+
+
+def test_per_node_sharing_alone_keeps_a_no_sharing_default() -> None:
+    values = gpu_values()
+    values["nodes"][2]["gpu"]["timeSlicingReplicas"] = 2
+    data = device_plugin_configs(parse(values))
+    assert {name: yaml.safe_load(text) for name, text in data.items()} == {
+        "default": {"version": "v1", "flags": {"migStrategy": "none"}},
+        "time-slicing-2": {
+            "version": "v1",
+            "flags": {"migStrategy": "none"},
+            "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}},
+        },
+    }
+
+
+def test_no_sharing_sets_no_device_plugin_config() -> None:
+    spec = parse(gpu_values())
+    assert device_plugin_configs(spec) == {}
+    assert "devicePlugin" not in gpu_operator_values(spec, True)
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("preinstalled", {"nvidia.com/gpu.deploy.driver": "false"}), ("operator", {})],
+)
+def test_driver_label_per_node(mode, expected) -> None:
+    spec = parse(gpu_values())
+    assert gpu_node_labels(spec, spec.nodes[2], mode) == expected
+
+
+def test_every_values_key_exists_upstream_with_every_option_on() -> None:
+    values = gpu_values(
+        driver="operator", driverVersion="580.95.05", migStrategy="single", timeSlicingReplicas=4, serviceMonitor=True
+    )
+    rendered = gpu_operator_values(parse(values), True)
+    assert unknown_value_keys(rendered, chart_values(*UPSTREAM_GPU_OPERATOR)) == []
+    dra = gpu_operator_values(parse(gpu_values(dra=True)), True)
+    assert dra["devicePlugin"] == {"enabled": False}
+    assert unknown_value_keys(dra, chart_values(*UPSTREAM_GPU_OPERATOR)) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "misspelled"),
+    [
+        (("devicePlugin", "config", "default"), "defualt"),
+        (("dcgmExporter", "serviceMonitor"), "servicemonitor"),
+        (("mig", "strategy"), "stratgy"),
+        (("toolkit", "env"), "envs"),
+    ],
+)
+def test_a_misspelled_key_in_our_values_fails_the_check(path, misspelled) -> None:
+    rendered = copy.deepcopy(gpu_operator_values(parse(gpu_values(timeSlicingReplicas=4, serviceMonitor=True)), True))
+    parent = rendered
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[misspelled] = parent.pop(path[-1])
+    expected = ".".join([*path[:-1], misspelled])
+    assert unknown_value_keys(rendered, chart_values(*UPSTREAM_GPU_OPERATOR)) == [expected]
+
+
+def test_gpu_nodes_taint_and_label_match_what_the_operator_tolerates() -> None:
+    spec = parse(gpu_values())
+    gpu_node = spec.nodes[2]
+    assert GPU_TAINT in node_taints(gpu_node) and node_labels(gpu_node)[GPU_MODEL_LABEL] == "H100-SXM-80GB"
+    upstream = chart_values(*UPSTREAM_GPU_OPERATOR)
+    # The operator's DaemonSets and NFD's worker must run on tainted GPU nodes: their upstream tolerations do.
+    assert gpu_taint_toleration() in upstream["daemonsets"]["tolerations"]
+    assert gpu_taint_toleration() in upstream["node-feature-discovery"]["worker"]["tolerations"]
+    assert dra_driver_values("/")["kubeletPlugin"]["tolerations"] == [gpu_taint_toleration()]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda v: v.update(kubernetesVersion="1.33.5", gpuOperator={"dra": True}),
+            "mlcluster:gpuOperator.dra: needs Kubernetes >= 1.34 (DRA is GA there); kubernetesVersion is 1.33.5",
+        ),
+        (
+            lambda v: v.update(gpuOperator={"migStrategy": "mixed", "timeSlicingReplicas": 4}),
+            "mlcluster:gpuOperator.timeSlicingReplicas: cannot be combined with migStrategy mixed"
+            " (each MIG profile is its own resource there)",
+        ),
+        (
+            lambda v: (v.update(gpuOperator={"dra": True}), v["nodes"][2]["gpu"].update(timeSlicingReplicas=4)),
+            "mlcluster:nodes[2].gpu.timeSlicingReplicas: is a device-plugin setting: it does not apply with dra",
+        ),
+        (
+            lambda v: v.update(gpuOperator={"serviceMonitor": True, "dcgmExporter": False}),
+            "mlcluster:gpuOperator.serviceMonitor: needs dcgmExporter: true",
+        ),
+        (
+            lambda v: (
+                v.update(gpuOperator={"migStrategy": "single"}),
+                v["nodes"][2]["gpu"].update(migConfig="1g 10gb"),
+            ),
+            'mlcluster:nodes[2].gpu.migConfig: "1g 10gb" is not a valid label value',
+        ),
+        (
+            lambda v: v["nodes"][2]["gpu"].update(driver="host"),
+            "mlcluster:nodes[2].gpu.driver:",
+        ),
+    ],
+)
+def test_gpu_validation(mutate, expected) -> None:
+    values = base()
+    mutate(values)
+    errors = errors_of(values)
+    assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_mig_profile_with_strategy_none_is_a_warning_not_an_error() -> None:
+    values = base()
+    values["nodes"][2]["gpu"]["migConfig"] = "all-1g.10gb"
+    assert config_warnings(parse(values)) == [
+        "mlcluster:nodes[2].gpu.migConfig: all-1g.10gb partitions gpu-1's GPUs, but with gpuOperator.migStrategy"
+        " none the device plugin still offers them as whole nvidia.com/gpu (set migStrategy single or mixed to"
+        " schedule MIG slices)"
+    ]
+    values["gpuOperator"] = {"migStrategy": "single"}
+    assert config_warnings(parse(values)) == []
+
+
+def test_dra_is_accepted_from_1_34() -> None:
+    spec = parse(gpu_values(dra=True))
+    assert spec.gpu_operator.dra and spec.kubernetes_version == "1.34.2"
+
+
+# --- the preflight's output drives the release, in one (non-preview) run of the program -------------------
+
+
+class PreflightMocks(pulumi_mocks.Mocks):
+    """An engine where each node's GPU preflight printed what the real script printed on a fake host."""
+
+    def __init__(self, preflight_stdout: dict[str, str]) -> None:
+        self.preflight_stdout = preflight_stdout
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        outputs = dict(args.inputs)
+        if args.typ == "command:remote:Command":
+            node = args.name.removesuffix("-gpu-preflight")
+            outputs["stdout"] = self.preflight_stdout.get(node, "") if args.name.endswith("-gpu-preflight") else ""
+            outputs["stderr"] = ""
+        if args.typ == "kubernetes:helm.sh/v3:Release":
+            outputs["status"] = {"status": "deployed"}
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+HOSTS = {
+    "gpu-preinstalled": FakeGpuHost(lspci=[H200_LSPCI] * 8, nvidia_smi=[H200_SMI] * 8),
+    "gpu-bare": FakeGpuHost(lspci=[H200_LSPCI] * 8),
+    "cpu": FakeGpuHost(lspci=[]),
+    "cpu-with-gpu": FakeGpuHost(lspci=[H200_LSPCI]),
+}
+
+
+def preflight_outputs(tmp_path: Path, hosts: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """node name -> stdout of the real preflight on the named fake host (expect: true/false)."""
+    out = {}
+    for node, (host, expect) in hosts.items():
+        result = run_preflight(HOSTS[host], tmp_path / node, expect)
+        assert result.returncode == 0, result.stderr
+        out[node] = result.stdout
+    return out
+
+
+def run_with_preflight(values: dict[str, Any], stdout: dict[str, str]) -> Any:
+    return run_program(as_config(values), ["mlcluster:ssh"], stack="gpu", preview=False, mocks=PreflightMocks(stdout))
+
+
+def release_values(run: Any, name: str = "gpu-operator") -> dict[str, Any]:
+    [release] = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release" and r.name == name]
+    return release.raw_inputs["values"]
+
+
+def node_patch_labels(run: Any, node: str) -> dict[str, str]:
+    [patch] = [r for r in run.resources if r.name == f"{node}-gpu-labels"]
+    return patch.raw_inputs["metadata"].get("labels") or {}
+
+
+SCENARIOS = [
+    ("preinstalled-driver", "gpu-preinstalled", "auto", False, {"nvidia.com/gpu.deploy.driver": "false"}),
+    ("no-host-driver", "gpu-bare", "auto", True, {}),
+    ("operator-forced-over-a-host-driver", "gpu-preinstalled", "operator", True, {}),
+    (
+        "preinstalled-forced-on-a-bare-host",
+        "gpu-bare",
+        "preinstalled",
+        False,
+        {"nvidia.com/gpu.deploy.driver": "false"},
+    ),
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_preflight_output_decides_the_driver(tmp_path, scenario) -> None:
+    _, host, driver, enabled, labels = scenario
+    stdout = preflight_outputs(tmp_path, {"cp-1": ("cpu", "false"), "w-1": ("cpu", "false"), "gpu-1": (host, "true")})
+    run = run_with_preflight(gpu_values(driver=driver), stdout)
+    assert release_values(run)["driver"]["enabled"] is enabled
+    assert node_patch_labels(run, "gpu-1") == labels
+    assert run.outputs["gpu"].value == {
+        "driverEnabled": enabled,
+        "driverByNode": {"gpu-1": "operator" if enabled else "preinstalled"},
+    }
+
+
+def test_mixed_fleet_keeps_the_operator_driver_off_preinstalled_nodes(tmp_path) -> None:
+    values = gpu_values()
+    values["nodes"].append({**values["nodes"][2], "name": "gpu-2", "host": "198.18.0.13"})
+    stdout = preflight_outputs(
+        tmp_path,
+        {
+            "cp-1": ("cpu", "false"),
+            "w-1": ("cpu", "false"),
+            "gpu-1": ("gpu-preinstalled", "true"),
+            "gpu-2": ("gpu-bare", "true"),
+        },
+    )
+    run = run_with_preflight(values, stdout)
+    assert release_values(run)["driver"]["enabled"] is True
+    assert node_patch_labels(run, "gpu-1") == {"nvidia.com/gpu.deploy.driver": "false"}
+    assert node_patch_labels(run, "gpu-2") == {}
+
+
+def test_cpu_node_with_an_nvidia_gpu_is_reported_by_name(tmp_path, caplog) -> None:
+    stdout = preflight_outputs(
+        tmp_path, {"cp-1": ("cpu", "false"), "w-1": ("cpu-with-gpu", "false"), "gpu-1": ("gpu-bare", "true")}
+    )
+    with caplog.at_level(logging.INFO):
+        run_with_preflight(gpu_values(), stdout)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w for w in warnings if "w-1 (198.18.0.11)" in w and "not marked as a GPU node" in w], warnings
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any(m.startswith("gpu preflight: gpu-1 (gpu-1.lab.example): 8 NVIDIA GPU(s)") for m in infos), infos
+
+
+def test_dra_release_follows_the_driver_root(tmp_path) -> None:
+    stdout = preflight_outputs(
+        tmp_path, {"cp-1": ("cpu", "false"), "w-1": ("cpu", "false"), "gpu-1": ("gpu-preinstalled", "true")}
+    )
+    run = run_with_preflight(gpu_values(dra=True), stdout)
+    assert release_values(run)["devicePlugin"] == {"enabled": False}
+    dra = release_values(run, "nvidia-dra-driver-gpu")
+    assert dra["nvidiaDriverRoot"] == "/" and dra["gpuResourcesEnabledOverride"] is True
+    [release] = [r for r in run.resources if r.name == "nvidia-dra-driver-gpu"]
+    assert release.raw_inputs["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
+
+
+# --- preview: what waits on the preflight is [computed], everything else is visible ---------------------
+
+
+def test_preview_shows_the_driver_as_computed_only_when_it_waits_on_the_preflight(run_stack) -> None:
+    from components.plan.engine import COMPUTED
+
+    auto = run_stack("onprem")
+    [release] = [r for r in auto.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
+    assert release.inputs["values"]["driver"]["enabled"] == COMPUTED
+    assert release.inputs["values"]["mig"] == {"strategy": "none"}
+    assert auto.named("gpu-1-gpu-labels").inputs["metadata"]["labels"] == COMPUTED
+    assert [c.name for c in auto.of_type("command:remote:Command") if c.name.endswith("-gpu-preflight")] == [
+        f"{n}-gpu-preflight" for n in ("cp-1", "cp-2", "cp-3", "cpu-1", "cpu-2", "gpu-1", "gpu-2", "gpu-3", "gpu-4")
+    ]
+    values, secret = stack_values("onprem")
+    values["gpuOperator"] = {**values["gpuOperator"], "driver": "operator"}
+    forced = run_stack(values=values, secret=secret)
+    [release] = [r for r in forced.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
+    assert release.inputs["values"]["driver"]["enabled"] is True
+    assert forced.named("gpu-1-gpu-labels").inputs["metadata"]["labels"] == {}
+    cloud = run_stack("cloud")
+    [release] = [r for r in cloud.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
+    assert release.inputs["values"]["driver"]["enabled"] is False
+    assert not [c for c in cloud.resources if c.name.endswith("-gpu-preflight")]
+
+
+def tolerates(toleration: dict[str, str], taint: str) -> bool:
+    parsed = parse_taint(taint)
+    if toleration["key"] != parsed["key"] or toleration.get("effect", parsed["effect"]) != parsed["effect"]:
+        return False
+    return toleration.get("operator") == "Exists" or toleration.get("value") == parsed.get("value")
+
+
+def test_kueue_flavors_select_and_tolerate_the_gpu_nodes_we_label_and_taint() -> None:
+    """One GPU node contract for three layers: the node (kubeadm), Kueue's flavors, the operator's pods."""
+    spec = load_spec(*stack_values("onprem"))
+    flavors = [f for f in resource_flavors(spec) if f["spec"].get("nodeLabels")]
+    assert flavors, "the onprem stack has GPU flavors"
+    upstream = chart_values(*UPSTREAM_GPU_OPERATOR)
+    for node in (n for n in spec.nodes if n.gpu is not None):
+        labels, taints = node_labels(node), node_taints(node)
+        assert GPU_TAINT in taints
+        selecting = [f for f in flavors if f["spec"]["nodeLabels"].items() <= labels.items()]
+        assert len(selecting) == 1, node.name
+        assert any(tolerates(t, GPU_TAINT) for t in selecting[0]["spec"]["tolerations"])
+        assert any(tolerates(t, GPU_TAINT) for t in upstream["daemonsets"]["tolerations"])
+    for node in (n for n in spec.nodes if n.gpu is None):
+        assert not [f for f in flavors if f["spec"]["nodeLabels"].items() <= node_labels(node).items()], node.name
