@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import shlex
 import subprocess
 import tempfile
@@ -41,6 +40,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
 from components.plan.engine import ProgramRun, RecordedResource, RecordingMonitor, reveal, run_program
+
+from ..conftest import as_config
 
 COMMAND = "command:remote:Command"
 STEP_TAG = " mlcluster-"
@@ -254,10 +255,11 @@ class FleetEngine:
         return result
 
     def up(self, values: Mapping[str, Any], secret: list[str], *, stack: str = "fleet") -> FleetRun:
-        config = {f"mlcluster:{k}": v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+        config = as_config(values)
         steps: list[StepRun] = []
         monitors: list[RecordingMonitor] = []
-        outputs: dict[str, dict[str, Any]] = {}
+        created: dict[str, dict[str, Any]] = {}
+        """Inputs (secrets revealed) of each command that ran, by URN: what a later delete needs."""
         engine = self
 
         class ExecutingMocks(pulumi_mocks.Mocks):
@@ -282,7 +284,7 @@ class FleetEngine:
                 if "create" not in inputs:
                     # As pulumi-command: no create command, no session (a marker whose delete matters).
                     with engine._lock:
-                        outputs[record.urn] = inputs
+                        created[record.urn] = inputs
                     return f"{args.name}-id", {**state, "stdout": "", "stderr": ""}
                 result = engine._execute(
                     args.name, inputs, inputs["create"], "create", "stdout" in secret_outputs, steps
@@ -290,7 +292,7 @@ class FleetEngine:
                 for key, value in (("stdout", result.stdout), ("stderr", result.stderr)):
                     state[key] = _secret(value) if key in secret_outputs else value
                 with engine._lock:
-                    outputs[record.urn] = inputs
+                    created[record.urn] = inputs
                 return f"{args.name}-id", state
 
             def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -321,8 +323,11 @@ class FleetEngine:
         run = FleetRun(program=program, error=error, steps=steps, wall_seconds=0.0)
         recorded = {r.urn: r for r in monitors[0].recorded} if monitors else {}
         if error is None:
-            run.deleted = self._delete_removed(set(recorded), steps)
-        for urn, inputs in outputs.items():
+            try:
+                run.deleted = self._delete_removed(set(recorded), steps)
+            except RemoteCommandError as exc:
+                run.error = exc
+        for urn, inputs in created.items():
             self.state[urn] = Stored(recorded[urn], inputs)
         for urn, record in recorded.items():
             if record.type != COMMAND:

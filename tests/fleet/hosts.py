@@ -100,7 +100,8 @@ class FleetHost:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def set(self, **settings: Any) -> None:
-        """Change stub behaviour from now on: latency=, fail={"<tool> <args>": "message"}, containerdVersion=."""
+        """Change stub behaviour from now on: latency=seconds, latencies={"<tool> <args>": seconds},
+        fail={"<tool> <args>": "message"}, containerdVersion=."""
         path = self.state_dir / "settings.json"
         current = json.loads(path.read_text())
         current.update(settings)

@@ -49,16 +49,31 @@ def test_kubeadm_stub_rejects_what_kubeadm_rejects(fleet, config, error) -> None
     assert not host.exists("/etc/kubernetes/admin.conf")
 
 
-def test_kubeadm_stub_checks_preflight_then_prints_join_commands_in_kubeadms_format(fleet) -> None:
-    host = fleet(HostSpec("h"))["h"]
-    refused = kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", config=INIT)
-    assert "[ERROR Swap]" in refused.stderr and "[ERROR CRI]" in refused.stderr and "br_netfilter" in refused.stderr
-    state = host.state_dir / "db.json"
-    state.write_text(
+def make_ready_for_kubeadm(host) -> None:
+    """What the preparation steps leave behind, without running them."""
+    (host.state_dir / "db.json").write_text(
         '{"swap": false, "sysctl": {"net.ipv4.ip_forward": "1"}, "packages": {"kubelet": "1.34.2-1.1"},'
         ' "services": {"containerd": {"active": true}}}'
     )
     host.run("mkdir -p /sys/module/br_netfilter")
+
+
+def test_the_stub_kubelet_refuses_labels_it_may_not_self_apply(fleet) -> None:
+    host = fleet(HostSpec("h"))["h"]
+    make_ready_for_kubeadm(host)
+    labelled = INIT.replace(
+        "nodeRegistration: {name: h}",
+        "nodeRegistration: {name: h, kubeletExtraArgs: [{name: node-labels, value: node-role.kubernetes.io/gpu=}]}",
+    )
+    result = kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", config=labelled)
+    assert result.returncode == 1 and "unknown 'kubernetes.io' or 'k8s.io' labels" in result.stderr, result.stderr
+
+
+def test_kubeadm_stub_checks_preflight_then_prints_join_commands_in_kubeadms_format(fleet) -> None:
+    host = fleet(HostSpec("h"))["h"]
+    refused = kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", config=INIT)
+    assert "[ERROR Swap]" in refused.stderr and "[ERROR CRI]" in refused.stderr and "br_netfilter" in refused.stderr
+    make_ready_for_kubeadm(host)
     assert kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", "--upload-certs").returncode == 0
     join = kubeadm(host, "token", "create", "--print-join-command").stdout
     assert re.fullmatch(

@@ -13,7 +13,6 @@ import os
 import re
 import secrets
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,11 @@ KUBELET_API = "kubelet.config.k8s.io/v1beta1"
 ADMIN_CONF = Path("/etc/kubernetes/admin.conf")
 KUBELET_CONF = Path("/etc/kubernetes/kubelet.conf")
 RESTRICTED_LABEL = re.compile(r"^(?:[^/]*\.)?(kubernetes\.io|k8s\.io)/")
+# The kubelet's own rule (NodeRestriction), kept apart from components/config/checks.py on purpose: the
+# stub is a second reading of upstream that the project's validation is tested against.
 KUBELET_ALLOWED_LABELS = (
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
     "kubernetes.io/hostname",
     "kubernetes.io/arch",
     "kubernetes.io/os",
@@ -75,7 +78,7 @@ def load_config(host: Host, path: str, allowed: set[str]) -> dict[str, dict[str,
     return documents
 
 
-def preflight(host: Host, *, joining: bool) -> None:
+def preflight(host: Host) -> None:
     errors = []
     with host.state() as state:
         if state.get("swap", False):
@@ -198,7 +201,7 @@ def init(host: Host, argv: list[str]) -> int:
     if config_path is None:
         raise fail("this stub needs kubeadm init --config")
     docs = load_config(host, config_path, {"InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"})
-    preflight(host, joining=False)
+    preflight(host)
     init_doc, cluster_doc = docs.get("InitConfiguration", {}), docs.get("ClusterConfiguration", {})
     local = init_doc.get("localAPIEndpoint", {})
     endpoint = (
@@ -273,7 +276,7 @@ def join(host: Host, argv: list[str]) -> int:
         raise fail("this stub needs kubeadm join --config")
     docs = load_config(host, config_path, {"JoinConfiguration"})
     doc = docs.get("JoinConfiguration") or {}
-    preflight(host, joining=True)
+    preflight(host)
     discovery = doc.get("discovery", {}).get("bootstrapToken", {})
     endpoint, token = discovery.get("apiServerEndpoint", ""), discovery.get("token", "")
     if not re.fullmatch(r"[a-z0-9]{6}\.[a-z0-9]{16}", token):
@@ -370,5 +373,4 @@ def kubeadm(host: Host, argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
     main({"kubeadm": kubeadm})

@@ -7,7 +7,6 @@ as an API server would refuse anything else.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -107,5 +106,4 @@ def kubectl(host: Host, argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(__file__))
     main({"kubectl": kubectl})
