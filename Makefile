@@ -38,6 +38,7 @@ shellcheck:
 
 docs: setup
 	$(BIN)/python -m components.config.reference --write README.md
+	$(BIN)/python -m components.render.kubelet_placement --write docs/kubelet-tuning.md
 	$(BIN)/python -m components.config.providers --write docs/cloud.md
 
 clean:

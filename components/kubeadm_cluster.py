@@ -13,9 +13,11 @@ import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
 from .control_plane import FirstControlPlane
+from .kubelet_restarts import KubeletRestarts
 from .node_command import step_command
 from .node_join import NodeJoin
 from .node_prep import NodePrep
+from .render.kubelet_placement import spec_warnings
 from .render.node_steps import join_credentials_step
 
 
@@ -26,6 +28,8 @@ class KubeadmCluster(pulumi.ComponentResource):
     def __init__(self, spec: Spec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("mlcluster:kubeadm_cluster:KubeadmCluster", spec.cluster.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        for warning in spec_warnings(spec):
+            pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
         prepared = {node.name: NodePrep(spec, node, opts=child) for node in spec.nodes}
 
         first, *other_control_planes = spec.control_planes
@@ -56,6 +60,9 @@ class KubeadmCluster(pulumi.ComponentResource):
             joins[node.name] = join
             if node.is_control_plane:
                 last_control_plane_join = join.join
+
+        # Day-2 tuning changes restart containerd/kubelet batch by batch, once each node is in the cluster.
+        KubeletRestarts(spec, {first.name: control_plane.init, **{n: j.join for n, j in joins.items()}}, opts=child)
 
         self.kubeconfig = control_plane.kubeconfig
         self.provider = k8s.Provider(

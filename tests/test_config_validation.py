@@ -96,7 +96,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "range",
         mutate("kubelet.imageGCHighThresholdPercent", 150),
-        "mlcluster:kubelet.imageGCHighThresholdPercent: 150 must be between 1 and 100",
+        "mlcluster:kubelet.imageGCHighThresholdPercent: 150 must be between 0 and 100",
     ),
     (
         "threshold order",

@@ -45,7 +45,7 @@ def test_onprem_plan_writes_review_files(tmp_path: Path) -> None:
     }
     assert document["outputs"]["kubeconfig"] == "[secret]"
     scripts = sorted(p.name for p in (tmp_path / "nodes" / "cp-1").iterdir())
-    assert scripts[:8] == [
+    assert scripts[:9] == [
         "01-cp-1-gpu-preflight.sh",
         "02-cp-1-os.sh",
         "03-cp-1-swap.sh",
@@ -53,7 +53,8 @@ def test_onprem_plan_writes_review_files(tmp_path: Path) -> None:
         "05-cp-1-sysctl.sh",
         "06-cp-1-containerd.sh",
         "07-cp-1-kube-packages.sh",
-        "08-cp-1-kubeadm-init.sh",
+        "08-cp-1-kubelet-tuning.sh",
+        "09-cp-1-kubeadm-init.sh",
     ]
     (reset,) = (tmp_path / "nodes" / "gpu-1").glob("*-gpu-1-kubeadm-join.on-delete.sh")
     assert "kubeadm reset" in reset.read_text()

@@ -206,9 +206,15 @@ def test_gc_threshold_change_touches_only_the_steps_that_carry_the_kubelet_confi
         if r["type"] == COMMAND and "imageGCLowThresholdPercent: 65" in str(r["inputs"].get("create"))
     }
     assert carrying, "no node step carries the kubelet configuration"
-    assert {(c.node, c.step) for c in diff.steps} == carrying
+    # Each node's kubelet-restart step carries a digest of its tuning, so it re-runs (in its batch) too.
+    restarts = {(node, "kubelet-restart") for node, step in carrying if step == "kubelet-tuning"}
+    assert {(c.node, c.step) for c in diff.steps} == carrying | restarts
     assert {c.kind for c in diff.steps} == {"re-runs"}
-    assert all(c.script == ["-imageGCLowThresholdPercent: 70", "+imageGCLowThresholdPercent: 65"] for c in diff.steps)
+    for c in diff.steps:
+        if c.step == "kubelet-restart":
+            assert [line[:15] for line in c.script] == ["-TUNING_DIGEST=", "+TUNING_DIGEST="], c.script
+        else:
+            assert c.script == ["-imageGCLowThresholdPercent: 70", "+imageGCLowThresholdPercent: 65"]
     assert not diff.releases and not diff.resources and not diff.outputs
 
 

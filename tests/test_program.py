@@ -63,11 +63,18 @@ def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None
 
 
 def test_steps_run_in_order_on_each_node(run_stack) -> None:
+    from components.render.node_steps import prepare_steps
+
+    from .conftest import load_spec, stack_values
+
     run = run_stack("onprem")
-    order = ["os", "swap", "kernel-modules", "sysctl", "containerd", "kube-packages"]
+    spec = load_spec(*stack_values("onprem"))
+    order = [step.name for step in prepare_steps(spec, spec.nodes[6])]
+    assert order[:7] == ["os", "swap", "kernel-modules", "sysctl", "image-disk", "containerd", "kube-packages"]
+    assert order[-1] == "kubelet-tuning"
     for before, after in itertools.pairwise(order):
         assert run.urn_of(f"gpu-2-{before}") in run.named(f"gpu-2-{after}").depends_on
-    assert run.urn_of("cp-1-kube-packages") in run.named("cp-1-kubeadm-init").depends_on
+    assert run.urn_of("cp-1-kubelet-tuning") in run.named("cp-1-kubeadm-init").depends_on
 
 
 def test_workers_join_in_parallel_control_planes_one_by_one(run_stack) -> None:

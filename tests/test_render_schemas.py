@@ -42,13 +42,13 @@ def test_schema_check_can_fail(spec) -> None:
     document["discoveryy"] = {}
     errors = kubeadm_errors(document)
     assert any("discoveryy" in e for e in errors) and any("kubeletExtraArgs" in e for e in errors)
-    bad_kubelet = {**kubelet_configuration(spec.kubelet), "imagePullProgressDeadline": "30m"}
+    bad_kubelet = {**kubelet_configuration(spec.kubelet, (1, 34)), "imagePullProgressDeadline": "30m"}
     assert any("imagePullProgressDeadline" in e for e in kubelet_errors(bad_kubelet))
 
 
-@pytest.mark.parametrize("version", [2, 3])
-def test_containerd_config_parses_and_uses_known_keys(spec, version) -> None:
-    document = tomllib.loads(containerd_config_toml(spec, version))
+@pytest.mark.parametrize(("line", "version"), [("1.6", 2), ("1.7", 2), ("2", 3)])
+def test_containerd_config_parses_and_uses_known_keys(spec, line, version) -> None:
+    document = tomllib.loads(containerd_config_toml(spec, line))
     assert document["version"] == version
     assert containerd_errors(document, version) == []
     assert document["imports"] == ["/etc/containerd/conf.d/*.toml"]

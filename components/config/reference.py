@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .schema import NAMESPACE, reference_rows
@@ -25,19 +26,29 @@ def reference_markdown() -> str:
 
 
 def with_reference(readme: str) -> str:
-    start, end = readme.index(START), readme.index(END)
-    return readme[: start + len(START)] + "\n" + reference_markdown() + readme[end:]
+    return replace_generated(readme, START, END, reference_markdown())
+
+
+def replace_generated(document: str, start: str, end: str, body: str) -> str:
+    """`document` with the text between the start and end markers replaced by `body`."""
+    head, tail = document.index(start), document.index(end)
+    return document[: head + len(start)] + "\n" + body + document[tail:]
+
+
+def generated_main(argv: list[str] | None, description: str, start: str, end: str, render: Callable[[], str]) -> int:
+    """CLI of a generated block: print it, or `--write FILE` to replace it between its markers in FILE."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--write", type=Path, help="file to update in place, between the markers")
+    args = parser.parse_args(argv)
+    if args.write:
+        args.write.write_text(replace_generated(args.write.read_text(), start, end, render()))
+    else:
+        sys.stdout.write(render())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", type=Path, help="README to update in place")
-    args = parser.parse_args(argv)
-    if args.write:
-        args.write.write_text(with_reference(args.write.read_text()))
-    else:
-        sys.stdout.write(reference_markdown())
-    return 0
+    return generated_main(argv, __doc__.split("\n\n")[0], START, END, reference_markdown)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Literal
 from . import checks
 from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
+from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
 from .providers import ClusterDefaults, cluster_defaults
@@ -138,76 +139,6 @@ class GpuSpec:
 
 
 @dataclass(frozen=True)
-class ImageDiskSpec:
-    device: str | None = setting(
-        None,
-        doc="Block device for images, e.g. /dev/nvme1n1 (formatted only if blank).",
-        check=lambda v: None if v.startswith("/dev/") else "is not a block device path (/dev/...)",
-    )
-    path: str | None = setting(
-        None, doc="Existing directory for images (when the disk is already mounted).", check=checks.absolute_path
-    )
-    filesystem: Literal["xfs", "ext4"] = setting("xfs", doc="Filesystem made on a blank device.")
-    mount_point: str = setting(
-        "/var/lib/containerd", doc="Where the device is mounted; becomes containerd's root.", check=checks.absolute_path
-    )
-
-    def validate(self, path: str, problems: Problems) -> None:
-        if (self.device is None) == (self.path is None):
-            problems.error(path, "needs exactly one of device or path")
-
-
-@dataclass(frozen=True)
-class KubeletSpec:
-    image_gc_high_threshold_percent: int = setting(
-        80,
-        key="imageGCHighThresholdPercent",
-        doc="Disk usage at which image GC always runs (upstream 85).",
-        check=checks.between(1, 100),
-    )
-    image_gc_low_threshold_percent: int = setting(
-        70,
-        key="imageGCLowThresholdPercent",
-        doc="Disk usage image GC frees down to (upstream 80).",
-        check=checks.between(0, 99),
-    )
-    image_pull_progress_deadline: str = setting(
-        "30m",
-        doc="How long a pull may show no progress before it is cancelled (containerd"
-        " image_pull_progress_timeout; kubelet flag before 1.24).",
-        check=checks.duration,
-    )
-    image_maximum_gc_age: str | None = setting(
-        None, key="imageMaximumGCAge", doc="Unused images older than this are collected.", check=checks.duration
-    )
-    image_minimum_gc_age: str | None = setting(
-        None, key="imageMinimumGCAge", doc="Images younger than this are never collected.", check=checks.duration
-    )
-    eviction_hard: Mapping[str, str] = setting(
-        default_factory=dict,
-        doc="Hard eviction thresholds, e.g. imagefs.available: 10%.",
-        check=lambda m: next((f"has {k}: {msg}" for k, v in m.items() if (msg := checks.quantity(v))), None),
-    )
-    max_parallel_image_pulls: int | None = setting(
-        None, doc="Parallel pulls (sets serializeImagePulls false).", check=checks.between(1, 64)
-    )
-    system_reserved: Mapping[str, str] = setting(default_factory=dict, doc="Resources reserved for the OS.")
-    kube_reserved: Mapping[str, str] = setting(default_factory=dict, doc="Resources reserved for Kubernetes daemons.")
-    cpu_manager_policy: Literal["none", "static"] = setting("none", doc="`static` pins CPUs for Guaranteed pods.")
-    topology_manager_policy: Literal["none", "best-effort", "restricted", "single-numa-node"] = setting(
-        "none", doc="NUMA alignment of CPUs and GPUs."
-    )
-
-    def validate(self, path: str, problems: Problems) -> None:
-        low, high = self.image_gc_low_threshold_percent, self.image_gc_high_threshold_percent
-        if low >= high:
-            problems.error(
-                join_path(path, "imageGCLowThresholdPercent"),
-                f"({low}) must be lower than imageGCHighThresholdPercent ({high})",
-            )
-
-
-@dataclass(frozen=True)
 class NodeSpec:
     name: str = setting(doc="Node name (becomes the Kubernetes node name).", check=checks.k8s_name)
     host: str = setting(doc="IP address or DNS name reached over SSH.", check=checks.host)
@@ -221,6 +152,9 @@ class NodeSpec:
     taints: tuple[str, ...] = setting((), doc="Node taints, key=value:Effect.", check=checks.each(checks.taint))
     gpu: GpuSpec | None = setting(None, doc="GPUs in this node; GPU nodes get the GPU label and taint.")
     image_disk: ImageDiskSpec | None = setting(None, doc="Dedicated disk for container images.")
+    kubelet: KubeletOverrideSpec | None = setting(
+        None, doc="This node's kubelet tuning: any `mlcluster:kubelet` key, merged over the cluster's."
+    )
 
     @property
     def is_control_plane(self) -> bool:
@@ -320,6 +254,7 @@ class Spec:
             )
         if self.ssh.private_key is None:
             problems.error("ssh.privateKey", "is required when cluster.mode is kubeadm")
+        validate_nodes(self.kubelet, list(enumerate(self.nodes)), problems)
         seen_names: dict[str, int] = {}
         seen_hosts: dict[str, int] = {}
         for i, node in enumerate(self.nodes):

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config.load import read_stack_file, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
 from ..config.spec import Spec
+from ..render.kubelet_placement import spec_warnings
 from .diff import diff_plans, load_plan, render
 from .engine import PROJECT_ROOT, run_program
 from .writer import write_plan
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     if spec is None:
         return 2
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
+    for warning in spec_warnings(spec):
+        print(f"warning: mlcluster:{warning.path}: {warning.message}", file=sys.stderr)
     run = run_program(config, secret_keys, stack=stack)
     text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
     elapsed = time.perf_counter() - started

@@ -14,6 +14,7 @@ from ..config.spec import Spec
 from ..render import kubeadm, yaml_text
 from ..render.containerd import containerd_config_toml
 from ..render.kubelet import kubelet_configuration
+from ..render.kubelet_placement import parse_minor, spec_warnings
 from ..render.shell import script_of_command
 from .engine import ProgramRun, RecordedResource
 
@@ -72,6 +73,7 @@ def plan_document(run: ProgramRun, *, project: str, stack: str, spec: Spec | Non
     return {
         "project": project,
         "stack": stack,
+        "warnings": [f"mlcluster:{w.path}: {w.message}" for w in spec_warnings(spec)] if spec else [],
         "resources": resources,
         "outputs": {k: v.for_plan() for k, v in run.outputs.items()},
     }
@@ -105,9 +107,10 @@ def _node_scripts(run: ProgramRun, spec: Spec | None, out: Path) -> dict[str, li
 
 def _configs(spec: Spec, out: Path) -> None:
     configs = out / "configs"
-    _write(configs / "kubelet-config.v1beta1.yaml", yaml_text.dump(kubelet_configuration(spec.kubelet)))
-    _write(configs / "containerd-config.v2.toml", containerd_config_toml(spec, 2))
-    _write(configs / "containerd-config.v3.toml", containerd_config_toml(spec, 3))
+    minor = parse_minor(spec.kubernetes_version)
+    _write(configs / "kubelet-config.v1beta1.yaml", yaml_text.dump(kubelet_configuration(spec.kubelet, minor)))
+    _write(configs / "containerd-config.v2.toml", containerd_config_toml(spec, "1.7"))
+    _write(configs / "containerd-config.v3.toml", containerd_config_toml(spec, "2"))
     if spec.cluster.mode == "kubeadm" and spec.control_planes:
         first = spec.control_planes[0]
         _write(configs / f"kubeadm-init.v1beta4.{first.name}.yaml", kubeadm.init_config(spec, first))

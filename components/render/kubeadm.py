@@ -12,6 +12,7 @@ from ..config import checks
 from ..config.spec import GPU_COUNT_LABEL, GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
 from . import yaml_text
 from .kubelet import kubelet_configuration
+from .kubelet_placement import parse_minor
 
 API_VERSION = "kubeadm.k8s.io/v1beta4"
 CRI_SOCKET = "unix:///var/run/containerd/containerd.sock"
@@ -94,7 +95,8 @@ def init_documents(spec: Spec, node: NodeSpec) -> list[dict[str, Any]]:
         "localAPIEndpoint": _local_endpoint(node),
         "nodeRegistration": node_registration(node),
     }
-    return [init, cluster_configuration(spec), kubelet_configuration(spec.kubelet)]
+    kubelet = kubelet_configuration(spec.kubelet, parse_minor(spec.kubernetes_version))
+    return [init, cluster_configuration(spec), kubelet]
 
 
 def init_config(spec: Spec, node: NodeSpec) -> str:

@@ -10,8 +10,8 @@ from ..config.checks import version_tuple
 from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
 from . import images, kubeadm
-from .containerd import containerd_config_toml
 from .shell import NodeStep, render_script
+from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
 KERNEL_MODULES = ("overlay", "br_netfilter")
 SYSCTL = {
@@ -70,7 +70,7 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
                 {
                     "CONTAINERD_ROOT": images.containerd_root(node),
                     "REQUIRED_BYTES": str(needed),
-                    "HIGH_THRESHOLD_PERCENT": str(spec.kubelet.image_gc_high_threshold_percent),
+                    "HIGH_THRESHOLD_PERCENT": str(node_tuning(spec, node).image_gc_high_threshold_percent),
                 },
             )
         )
@@ -82,20 +82,14 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     minor = kubernetes_minor(spec)
     repo = f"{K8S_REPO_BASE}/{minor}"
     version = spec.kubernetes_version.lstrip("v")
+    image_disk = image_disk_step(node)
     return [
         _step("os", "Check the operating system"),
         _step("swap", "Turn swap off"),
         _step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
         _step("sysctl", "Apply kernel settings", {"SYSCTL_CONF": "\n".join(f"{k} = {v}" for k, v in SYSCTL.items())}),
-        _step(
-            "containerd",
-            "Install and configure containerd",
-            {
-                "CONTAINERD_CONFIG_V2": containerd_config_toml(spec, 2),
-                "CONTAINERD_CONFIG_V3": containerd_config_toml(spec, 3),
-                "DOCKER_REPO_RPM": DOCKER_REPO_RPM,
-            },
-        ),
+        *([image_disk] if image_disk else []),
+        _step("containerd", "Install containerd", {"DOCKER_REPO_RPM": DOCKER_REPO_RPM}),
         _step(
             "kube-packages",
             f"Install kubeadm, kubelet, kubectl {version}",
@@ -118,6 +112,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
             },
         ),
         *image_steps(spec, node),
+        tuning_step(spec, node),
     ]
 
 

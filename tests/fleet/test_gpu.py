@@ -96,7 +96,8 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     assert second.program.outputs["gpu"].value["driverByNode"] == {"gpu-a": "preinstalled", "gpu-b": "operator"}
     assert labels_of(second, "gpu-a") == {"nvidia.com/gpu.deploy.driver": "false"}
     assert labels_of(second, "gpu-b") == {}
-    containerd_step = second.step("gpu-a-containerd")
+    # containerd's config is the kubelet-tuning step's (docs/kubelet-tuning.md).
+    containerd_step = second.step("gpu-a-kubelet-tuning")
     assert "ok: /etc/containerd/config.toml up to date" in (containerd_step.stdout or "")
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN
     assert hosts["gpu-a"].read("/etc/containerd/config.toml") == ours
@@ -106,7 +107,7 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     restarts_before = len([c for c in hosts["gpu-a"].calls("systemctl") if c["argv"][:2] == ["restart", "containerd"]])
     third = fleet_engine.up(values, secret)
     third.raise_error()
-    assert "changed: /etc/containerd/config.toml written" in (third.step("gpu-a-containerd").stdout or "")
+    assert "changed: /etc/containerd/config.toml written" in (third.step("gpu-a-kubelet-tuning").stdout or "")
     restored = hosts["gpu-a"].read("/etc/containerd/config.toml")
     assert restored == ours and imports_drop_in(restored)
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN
@@ -130,8 +131,8 @@ def test_toolkit_drop_in_is_a_valid_containerd_config_that_our_configs_import() 
     from ..test_config_validation import base
 
     spec = parse(base())
-    for version in (2, 3):
-        assert imports_drop_in(containerd_config_toml(spec, version))
+    for line in ("1.6", "1.7", "2"):
+        assert imports_drop_in(containerd_config_toml(spec, line))
 
 
 def test_gpu_node_without_a_gpu_fails_its_preflight_by_name(fleet, fleet_engine) -> None:

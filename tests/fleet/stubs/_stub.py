@@ -111,6 +111,12 @@ STUB_FILES = {
     "containerd": "containerd.py",
     "curl": "fetch.py",
     "gpg": "fetch.py",
+    "blkid": "disk.py",
+    "mkfs": "disk.py",
+    "mkfs.xfs": "disk.py",
+    "mkfs.ext4": "disk.py",
+    "mount": "disk.py",
+    "mountpoint": "disk.py",
 }
 OS_TOOLS = (
     "systemctl",
@@ -125,6 +131,12 @@ OS_TOOLS = (
     "swapoff",
     "curl",
     "gpg",
+    "blkid",
+    "mkfs",
+    "mkfs.xfs",
+    "mkfs.ext4",
+    "mount",
+    "mountpoint",
 )
 """On every host's PATH from the start (the other stubs appear when their package is installed)."""
 

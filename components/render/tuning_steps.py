@@ -1,0 +1,103 @@
+"""The image-disk and kubelet-tuning node steps, and the batches in which nodes restart, as pure data.
+
+kubelet-tuning runs on day 1 (before join) and on every later change: it rewrites containerd's config and the
+kubelet's settings and marks a service for restart only when its own input changed (before join it restarts
+containerd itself: nothing runs there yet). kubelet-restart, after join, restarts what was marked, in batches
+(control planes first, then workers): the components chain batch k after batch k-1, never all nodes at once.
+Day 1 is not batched, so one broken node does not hold the others back from joining.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+from ..config.kubelet import KubeletSpec, effective_kubelet
+from ..config.spec import NodeSpec, Spec
+from . import yaml_text
+from .containerd import containerd_config_toml
+from .kubelet_placement import (
+    DROP_IN_FILE,
+    MANAGED_FLAGS,
+    drop_in_configuration,
+    kubelet_flags,
+    parse_minor,
+)
+from .shell import NodeStep, render_script
+
+IMAGE_DISK_STEP = "image-disk"
+TUNING_STEP = "kubelet-tuning"
+RESTART_STEP = "kubelet-restart"
+PENDING_RESTARTS = "/var/lib/mlcluster/pending-restarts"
+
+
+def _node_step(name: str, title: str, settings: dict[str, str]) -> NodeStep:
+    return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings)
+
+
+def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:
+    return effective_kubelet(spec.kubelet, node.kubelet)
+
+
+def image_disk_step(node: NodeSpec) -> NodeStep | None:
+    """Format (only if blank) and mount the node's image disk before containerd writes anything."""
+    disk = node.image_disk
+    if disk is None:
+        return None
+    settings = {
+        "IMAGE_DISK_DEVICE": disk.device or "",
+        "IMAGE_DISK_PATH": disk.path or "",
+        "IMAGE_DISK_FILESYSTEM": disk.filesystem,
+        "IMAGE_DISK_MOUNT": disk.mount_point,
+    }
+    title = f"Image disk {disk.device} on {disk.mount_point}" if disk.device else f"Image directory {disk.path}"
+    return _node_step(IMAGE_DISK_STEP, title, settings)
+
+
+def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    tuning = node_tuning(spec, node)
+    minor = parse_minor(spec.kubernetes_version)
+    drop_in = drop_in_configuration(tuning, minor)
+    settings = {
+        "CONTAINERD_CONFIG_1_6": containerd_config_toml(spec, "1.6", node),
+        "CONTAINERD_CONFIG_1_7": containerd_config_toml(spec, "1.7", node),
+        "CONTAINERD_CONFIG_2": containerd_config_toml(spec, "2", node),
+        "CONTAINERD_EXPECTED": tuning.containerd_version,
+        "PULL_DEADLINE": tuning.image_pull_progress_deadline,
+        "KUBELET_FLAGS": " ".join(kubelet_flags(tuning, spec.kubelet, minor)),
+        "MANAGED_FLAGS": " ".join(MANAGED_FLAGS),
+        "KUBELET_DROP_IN_FILE": DROP_IN_FILE,
+        "KUBELET_DROP_IN": yaml_text.dump(drop_in) if drop_in else "",
+        "PENDING_RESTARTS": PENDING_RESTARTS,
+    }
+    return _node_step(TUNING_STEP, "Tune containerd and the kubelet for ML images (mark what changed)", settings)
+
+
+def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    """Restart what this node's tuning marked; its text changes with the tuning, so it runs again after it."""
+    tuning = tuning_step(spec, node).settings
+    digest = hashlib.sha256("\0".join(f"{k}={v}" for k, v in sorted(tuning.items())).encode()).hexdigest()[:16]
+    settings = {
+        "TUNING_DIGEST": digest,
+        "PENDING_RESTARTS": PENDING_RESTARTS,
+        "CPU_MANAGER_POLICY": node_tuning(spec, node).cpu_manager_policy,
+    }
+    return _node_step(RESTART_STEP, "Restart containerd/kubelet where tuning changed, in this node's batch", settings)
+
+
+def _batch_size(max_unavailable: str, total: int) -> int:
+    if max_unavailable.endswith("%"):
+        return max(1, math.floor(total * int(max_unavailable[:-1]) / 100))
+    return max(1, int(max_unavailable))
+
+
+def restart_batches(spec: Spec) -> list[list[NodeSpec]]:
+    """Nodes in the order their tuning may restart services: control planes, then workers, in batches."""
+    restart = spec.kubelet.restart
+    batches: list[list[NodeSpec]] = []
+    for group, size in (
+        (list(spec.control_planes), restart.max_unavailable_control_planes),
+        (list(spec.workers), _batch_size(restart.max_unavailable_workers, len(spec.workers))),
+    ):
+        batches += [group[i : i + size] for i in range(0, len(group), size)]
+    return batches

@@ -1,0 +1,113 @@
+"""The tuning on the mock engine: restart batches as dependencies (batch k waits for all of batch k-1), warnings."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+
+from .conftest import stack_values
+
+COMMAND = "command:remote:Command"
+
+
+def restart_dependencies(run) -> dict[str, set[str]]:
+    """For each node's kubelet-restart step, the other nodes whose restart it waits for."""
+    restarts = {r.urn: r for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
+    node_of = {urn: r.name.removesuffix("-kubelet-restart") for urn, r in restarts.items()}
+    return {node_of[urn]: {node_of[d] for d in r.depends_on if d in node_of} for urn, r in restarts.items()}
+
+
+@pytest.mark.parametrize(
+    ("restart", "expected_batches"),
+    [
+        ({}, [["cp-1"], ["cp-2"], ["cp-3"], ["cpu-1"], ["cpu-2"], ["gpu-1"], ["gpu-2"], ["gpu-3"], ["gpu-4"]]),
+        (
+            {"maxUnavailableControlPlanes": 2, "maxUnavailableWorkers": "50%"},
+            [["cp-1", "cp-2"], ["cp-3"], ["cpu-1", "cpu-2", "gpu-1"], ["gpu-2", "gpu-3", "gpu-4"]],
+        ),
+    ],
+)
+def test_each_batch_waits_for_the_whole_previous_batch(run_stack, restart, expected_batches) -> None:
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    values["kubelet"]["restart"] = restart
+    run = run_stack(values=values, secret=secret)
+    waits = restart_dependencies(run)
+    assert sorted(waits) == sorted(n for batch in expected_batches for n in batch)
+    previous: list[str] = []
+    for batch in expected_batches:
+        for node in batch:
+            assert waits[node] == set(previous), f"{node} waits for {waits[node]}, expected {previous}"
+        previous = batch
+    # Each restart waits for its node to be in the cluster (init or join, after the node's tuning).
+    assert run.urn_of("cp-1-kubeadm-init") in run.named("cp-1-kubelet-restart").depends_on
+    assert run.urn_of("gpu-4-kubeadm-join") in run.named("gpu-4-kubelet-restart").depends_on
+
+
+def test_day_one_is_not_batched_one_node_does_not_hold_back_another(run_stack) -> None:
+    run = run_stack("onprem")
+    tuning = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-tuning")}
+    restarts = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
+    for resource in run.of_type(COMMAND):
+        if resource.name.endswith(("-kubelet-tuning", "-kubeadm-join")):
+            node = resource.name.rsplit("-kube", 1)[0]
+            others = {u for u in tuning | restarts if f"::{node}-kube" not in u}
+            assert not others & set(resource.depends_on), f"{resource.name} waits for another node's tuning"
+
+
+def test_preview_warns_through_the_engine_when_containerd_cannot_honour_the_deadline(run_stack, caplog) -> None:
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    values["kubelet"]["containerdVersion"] = "1.6"
+    values["nodes"][5]["kubelet"] = {"containerdVersion": "2.1"}
+    with caplog.at_level(logging.WARNING):
+        run_stack(values=values, secret=secret)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        w.startswith("mlcluster:kubelet.imagePullProgressDeadline: (30m) cannot be honoured: containerd 1.6")
+        for w in warnings
+    ), warnings
+    assert not any("nodes[5]" in w for w in warnings), warnings
+
+
+def test_the_offline_plan_lists_the_warnings(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from .conftest import PROJECT
+
+    host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
+    stack = {
+        "config": {
+            "mlcluster:kubernetesVersion": "1.29.6",
+            "mlcluster:cluster": {"name": "old"},
+            "mlcluster:ssh": {"privateKey": {"secure": "v1:PLACEHOLDER"}},
+            "mlcluster:nodes": [
+                {"name": "cp-1", "host": "198.18.0.10", "roles": ["control-plane"], "hostKey": host_key}
+            ],
+            "mlcluster:kubelet": {"maxParallelImagePulls": 3},
+            **{f"mlcluster:{layer}": {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow")},
+        }
+    }
+    stack_file = tmp_path / "Pulumi.old.yaml"
+    stack_file.write_text(yaml.safe_dump(stack))
+    result = subprocess.run(
+        [sys.executable, "-m", "components.plan", "--stack-file", str(stack_file), "--out", str(tmp_path / "out")],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    expected = (
+        "mlcluster:kubelet.maxParallelImagePulls: lands only in kubeadm's KubeletConfiguration at init on"
+        " Kubernetes 1.29"
+    )
+    assert f"warning: {expected}" in result.stderr
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert any(w.startswith(expected) for w in plan["warnings"]), plan["warnings"]
