@@ -13,10 +13,20 @@ COMMAND = "command:remote:Command"
 
 
 def restart_dependencies(run) -> dict[str, set[str]]:
-    """For each node's kubelet-restart step, the other nodes whose restart it waits for."""
+    """For each node's kubelet-restart step, the other nodes whose restart it waits for (through the gate
+    resource between batches: batch k waits for the gate, the gate for every restart of batch k-1)."""
     restarts = {r.urn: r for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
+    gates = {r.urn: r for r in run.resources if r.name.startswith("kubelet-restart-batch-")}
     node_of = {urn: r.name.removesuffix("-kubelet-restart") for urn, r in restarts.items()}
-    return {node_of[urn]: {node_of[d] for d in r.depends_on if d in node_of} for urn, r in restarts.items()}
+
+    def waited(urn: str) -> set[str]:
+        if urn in node_of:
+            return {node_of[urn]}
+        if urn in gates:
+            return {n for d in gates[urn].depends_on for n in waited(d)}
+        return set()
+
+    return {node_of[urn]: {n for d in r.depends_on for n in waited(d)} for urn, r in restarts.items()}
 
 
 @pytest.mark.parametrize(
