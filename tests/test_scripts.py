@@ -50,3 +50,30 @@ def test_wrapped_command_runs_the_script_with_stdin_free_for_secrets(tmp_path) -
     result = subprocess.run(["sh", "-c", command], input="s3cret\n", capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["ok: os x 1 (deb family)", "got 6"]
+
+
+def test_kubeadm_failure_reports_mask_every_credential(tmp_path) -> None:
+    token = "abcdef.0123456789abcdef"
+    certificate_key = "f" * 8 + "0123456789abcdef" * 3 + "e" * 8
+    log = tmp_path / "kubeadm-init.log"
+    log.write_text(
+        f"[bootstrap-token] Using token: {token}\n"
+        "[upload-certs] Using certificate key:\n"
+        f"{certificate_key}\n"
+        f"  kubeadm join 198.18.0.10:6443 --token {token} \\\n"
+        f"\t--discovery-token-ca-cert-hash sha256:{'a' * 64} \\\n"
+        f"\t--control-plane --certificate-key {certificate_key}\n"
+        f"bootstrapToken: {{token: {token}}}\n"
+        "error execution phase addon/coredns: unable to create a new DNS service\n"
+    )
+    result = subprocess.run(
+        ["bash", "-c", f'source {SCRIPTS / "lib.sh"} && redacted_tail "$1"', "_", str(log)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = result.stdout
+    assert "0123456789abcdef" not in report and certificate_key not in report and "a" * 64 not in report
+    assert report.count("[redacted token]") == 3 and report.count("[redacted]") == 3
+    assert "error execution phase addon/coredns" in report

@@ -19,7 +19,7 @@ if [ "$UPLOAD_CERTS" = true ]; then
 fi
 # kubeadm prints join tokens and the certificate key: keep its output in a root-only log, never on stdout.
 if ! (umask 077 && run_long kubeadm "${args[@]}" >"$log" 2>&1); then
-  sed -E 's/(--token|--certificate-key|--discovery-token-ca-cert-hash)[= ][^ ]+/\1 [redacted]/g' "$log" | tail -n 30 >&2
+  redacted_tail "$log" >&2
   die "kubeadm init failed (full log on the node: $log)"
 fi
 changed "control plane initialised (log: $log)"

@@ -21,7 +21,7 @@ mkdir -p "$(dirname "$log")"
 write_if_changed "$file" "$config" 0600 || true
 if ! (umask 077 && run_long kubeadm join --config "$file" >"$log" 2>&1); then
   rm -f "$file"
-  sed -E 's/(token|certificateKey|caCertHashes)[=: ]+[^ ]+/\1 [redacted]/g' "$log" | tail -n 30 >&2
+  redacted_tail "$log" >&2
   die "kubeadm join failed (full log on the node: $log)"
 fi
 # The token is spent; leave no credential on disk.
