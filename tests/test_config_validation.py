@@ -237,3 +237,11 @@ def test_report_has_no_traceback_and_no_secret() -> None:
     report = info.value.report()
     assert report.startswith("invalid configuration (1 problem(s)):")
     assert "Traceback" not in report and "PRIVATE-KEY-TEXT" not in report
+
+
+def test_a_mistyped_secret_is_not_echoed() -> None:
+    values = base()
+    values["ssh"]["privateKey"] = {"key": "PRIVATE-KEY-TEXT"}
+    errors = errors_of(values)
+    assert "mlcluster:ssh.privateKey: must be a string, got something else" in errors
+    assert not any("PRIVATE-KEY-TEXT" in e for e in errors)

@@ -221,7 +221,9 @@ def parse_value(tp: Any, value: Any, path: str, ctx: ParseContext) -> Any:
             return str(value)
     elif tp is Secret and isinstance(value, str):
         return Secret(value)
-    ctx.problems.error(path, f"must be {_type_name(tp)}, got {show(value)}")
+    # A value meant to be secret is never echoed, whatever its type.
+    got = "something else" if tp is Secret else show(value)
+    ctx.problems.error(path, f"must be {_type_name(tp)}, got {got}")
     return _INVALID
 
 
