@@ -44,7 +44,7 @@ write_if_changed() {
 }
 
 # The end of a kubeadm log for an error report, with every credential-shaped string masked: kubeadm prints
-# bootstrap tokens (abcdef.0123456789abcdef) in several forms ("Using token: …", join commands), and
+# bootstrap tokens ([a-z0-9]{6}.[a-z0-9]{16}) in several forms ("Using token: …", join commands), and
 # certificate keys and CA hashes as 64 hex digits.
 redacted_tail() {
   sed -E 's/[a-z0-9]{6}\.[a-z0-9]{16}/[redacted token]/g; s/[0-9a-f]{64}/[redacted]/g' "$1" | tail -n 30
