@@ -52,8 +52,9 @@ def _changed(run: FleetRun) -> int:
     return sum(1 for s in run.steps if s.stdout and any(line.startswith("changed:") for line in s.stdout.splitlines()))
 
 
-def bootstrap(control_planes: int, workers: int, *, second_run: bool = False, workers_parallel: int = 64,
-              label: str = "") -> list[BootstrapFigures]:
+def bootstrap(
+    control_planes: int, workers: int, *, second_run: bool = False, workers_parallel: int = 64, label: str = ""
+) -> list[BootstrapFigures]:
     names = [f"cp-{i + 1}" for i in range(control_planes)] + [f"w-{i + 1}" for i in range(workers)]
     specs = [HostSpec(name) for name in names]
     figures = []

@@ -185,7 +185,7 @@ def _gpu_limits(args: ResourceValidationArgs, report: ReportViolation) -> None:
 # --- kubelet-thresholds-sane ----------------------------------------------------------------------
 
 MAX_HIGH_THRESHOLD = 95
-UPSTREAM_HIGH, UPSTREAM_LOW = 85, 80
+UPSTREAM_HIGH = 85
 _THRESHOLD = re.compile(
     r"""["']?imageGC(?P<camel>High|Low)ThresholdPercent["']?\s*[:=]\s*["']?(?P<a>\d+)"""
     r"""|--image-gc-(?P<flag>high|low)-threshold[= ]+["']?(?P<b>\d+)"""

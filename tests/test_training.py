@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from components.config.spec import Spec
+from components.render.kueue import QUEUE_NAME_LABEL
 from components.render.storage import storage_release
 from components.render.training import kubeflow_trainer_release
 from components.render.workloads import (
-    QUEUE_LABEL,
     pytorch_job,
     train_job,
     training_job,
@@ -114,7 +114,7 @@ def test_yolo_job_is_the_seed_field_by_field(kueue: bool) -> None:
     assert _without_additions(job) == SEED_YOLO_JOB
     assert job["metadata"]["namespace"] == "vision"
     assert job["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
-    assert job["metadata"].get("labels") == ({QUEUE_LABEL: "vision"} if kueue else None)
+    assert job["metadata"].get("labels") == ({QUEUE_NAME_LABEL: "vision"} if kueue else None)
 
 
 def test_kueue_guide_submits_the_job_the_stack_renders() -> None:
@@ -185,7 +185,7 @@ def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 def test_training_mounts_checkpoints_and_memory_shm(render: Callable[[Spec], dict[str, Any]]) -> None:
     spec = onprem(nfs_two_nodes)
     manifest = render(spec)
-    assert manifest["metadata"]["labels"] == {QUEUE_LABEL: "vision"}
+    assert manifest["metadata"]["labels"] == {QUEUE_NAME_LABEL: "vision"}
     claim = f"pytorch-train{'' if manifest['kind'] == 'Job' else '-' + manifest['kind'].lower()}-checkpoints"
     for pod in _pod_specs(manifest):
         volumes = {v["name"]: v for v in pod["volumes"]}

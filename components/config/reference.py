@@ -25,10 +25,6 @@ def reference_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def with_reference(readme: str) -> str:
-    return replace_generated(readme, START, END, reference_markdown())
-
-
 def replace_generated(document: str, start: str, end: str, body: str) -> str:
     """`document` with the text between the start and end markers replaced by `body`."""
     head, tail = document.index(start), document.index(end)

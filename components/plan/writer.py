@@ -21,7 +21,6 @@ from .engine import ProgramRun, RecordedResource
 COMMAND = "command:remote:Command"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 KUSTOMIZE_DIRECTORY = "kubernetes:kustomize/v2:Directory"
-PROVIDER_PREFIX = "pulumi:providers:"
 
 
 def _safe(name: str) -> str:

@@ -19,7 +19,3 @@ class ChartRelease:
     timeout_seconds: int = 600
     upstream_chart: str = ""
     """Directory name under ../shared/fixtures/upstream/charts whose values.yaml the values must fit."""
-
-    @property
-    def fixture_version(self) -> str:
-        return self.version

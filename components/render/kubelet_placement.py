@@ -40,7 +40,6 @@ DROP_IN_FILE = f"{CONFIG_DIR}/50-mlcluster-tuning.conf"
 CONFIG_DIR_FLAG = "--config-dir"
 DROP_IN_SINCE: Minor = (1, 30)
 """--config-dir is beta (on by default) from 1.30 and GA from 1.35; in 1.28-1.29 it is alpha behind an env var."""
-DOCKERSHIM_PULL_DEADLINE_UNTIL: Minor = (1, 24)
 CONTAINERD_LINES: tuple[ContainerdLine, ...] = ("1.6", "1.7", "2")
 DOCUMENTED_MINORS: tuple[Minor, ...] = ((1, 23), (1, 27), (1, 29), (1, 30), (1, 34), (1, 35), (1, 36))
 CONTAINERD_CONFIG_VERSION: Mapping[ContainerdLine, int] = {"1.6": 2, "1.7": 2, "2": 3}

@@ -11,10 +11,10 @@ from typing import Any
 from ..config import checks
 from ..config.spec import GPU_TAINT, Spec
 from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
+from .kueue import QUEUE_NAME_LABEL
 
 Manifest = dict[str, Any]
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU_RESOURCE = "nvidia.com/gpu"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
@@ -25,7 +25,7 @@ NOTEBOOK_IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cud
 
 
 def queue_labels(spec: Spec) -> dict[str, str]:
-    return {QUEUE_LABEL: spec.workloads.queue_name} if spec.kueue.enabled else {}
+    return {QUEUE_NAME_LABEL: spec.workloads.queue_name} if spec.kueue.enabled else {}
 
 
 def gpu_tolerations() -> list[dict[str, str]]:
