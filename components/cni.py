@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import pulumi
-import pulumi_kubernetes as k8s
+from collections.abc import Mapping
+from typing import Any
 
 from .config.spec import Spec
-from .helm_release import helm_release
+from .platform_layer import PlatformLayer
 from .render.cni import cni_release
 
 
-class Cni(pulumi.ComponentResource):
-    def __init__(
-        self,
-        spec: Spec,
-        provider: k8s.Provider,
-        depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("mlcluster:cni:Cni", "cni", None, opts)
-        self.release = helm_release(cni_release(spec), provider, parent=self, depends_on=depends_on)
-        self.register_outputs({"status": self.release.status})
+class Cni(PlatformLayer):
+    type_token = "mlcluster:cni:Cni"
+    layer_name = "cni"
+
+    def install(self, spec: Spec) -> Mapping[str, Any]:
+        self.release = self.chart(cni_release(spec))
+        return {"status": self.release.status}

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
-from .helm_release import helm_release
+from .platform_layer import PlatformLayer
 from .render.gpu_operator import (
     DriverMode,
     PreflightResult,
@@ -28,7 +28,9 @@ from .render.gpu_operator import (
 )
 
 
-class GpuOperator(pulumi.ComponentResource):
+class GpuOperator(PlatformLayer):
+    type_token = "mlcluster:gpu_operator:GpuOperator"
+    layer_name = "gpu-operator"
     report: pulumi.Output[dict[str, Any]]
 
     def __init__(
@@ -39,7 +41,12 @@ class GpuOperator(pulumi.ComponentResource):
         preflight: pulumi.Output[dict[str, PreflightResult]] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__("mlcluster:gpu_operator:GpuOperator", "gpu-operator", None, opts)
+        """preflight: the GPU preflight results per node, which decide the driver in `auto` mode."""
+        self.preflight = preflight
+        super().__init__(spec, provider, depends_on, opts)
+
+    def install(self, spec: Spec) -> Mapping[str, Any]:
+        preflight = self.preflight
         nodes = gpu_nodes(spec) if spec.cluster.mode == "kubeadm" else ()
         for warning in config_warnings(spec):
             pulumi.log.warn(warning, resource=self)
@@ -68,19 +75,17 @@ class GpuOperator(pulumi.ComponentResource):
                 k8s.core.v1.NodePatch(
                     f"{node.name}-gpu-labels",
                     metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=node.name, labels=labels),
-                    opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on)),
+                    opts=self.child_options(),
                 )
             )
 
-        self.release = helm_release(
-            gpu_operator_release(spec, driver_enabled), provider, parent=self, depends_on=[*depends_on, *labelled]
-        )
+        self.release = self.chart(gpu_operator_release(spec, driver_enabled), [*self.after, *labelled])
         outputs: dict[str, Any] = {"status": self.release.status}
         if spec.gpu_operator.dra:
             root = pulumi.Output.from_input(driver_enabled).apply(driver_root)
-            self.dra = helm_release(dra_driver_release(spec, root), provider, parent=self, depends_on=[self.release])
+            self.dra = self.chart(dra_driver_release(spec, root), [self.release])
             outputs["draStatus"] = self.dra.status
         self.report = pulumi.Output.all(driver_enabled, modes).apply(
             lambda args: {"driverEnabled": args[0], "driverByNode": args[1]}
         )
-        self.register_outputs(outputs)
+        return outputs

@@ -26,5 +26,8 @@ def resource_name(manifest: Mapping[str, Any]) -> str:
     return f"{namespace}-{metadata['name']}" if namespace else str(metadata["name"])
 
 
-def kubernetes_object(manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    return pulumi.CustomResource(type_token(manifest), resource_name(manifest), dict(manifest), opts=opts)
+def kubernetes_object(
+    manifest: Mapping[str, Any], opts: pulumi.ResourceOptions, name: str | None = None
+) -> pulumi.CustomResource:
+    """name: the Pulumi resource name (default: namespace-name, see resource_name)."""
+    return pulumi.CustomResource(type_token(manifest), name or resource_name(manifest), dict(manifest), opts=opts)

@@ -1,25 +1,19 @@
-"""Storage: A default StorageClass so checkpoint PVCs bind."""
+"""Storage: a default StorageClass so checkpoint PVCs bind."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import pulumi
-import pulumi_kubernetes as k8s
+from collections.abc import Mapping
+from typing import Any
 
 from .config.spec import Spec
-from .helm_release import helm_release
+from .platform_layer import PlatformLayer
 from .render.storage import storage_release
 
 
-class Storage(pulumi.ComponentResource):
-    def __init__(
-        self,
-        spec: Spec,
-        provider: k8s.Provider,
-        depends_on: Sequence[pulumi.Resource] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("mlcluster:storage:Storage", "storage", None, opts)
-        self.release = helm_release(storage_release(spec), provider, parent=self, depends_on=depends_on)
-        self.register_outputs({"status": self.release.status})
+class Storage(PlatformLayer):
+    type_token = "mlcluster:storage:Storage"
+    layer_name = "storage"
+
+    def install(self, spec: Spec) -> Mapping[str, Any]:
+        self.release = self.chart(storage_release(spec))
+        return {"status": self.release.status}

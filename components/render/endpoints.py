@@ -7,6 +7,7 @@ from typing import Any
 from ..config.checks import parse_taint
 from ..config.serving import DeploymentAutoscalingSpec, EndpointSpec, InferenceDeploymentSpec, KserveSpec
 from ..config.spec import GPU_TAINT
+from . import manifests
 from .serving import deployment_mode_value
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -45,7 +46,7 @@ def endpoint_namespaces(kserve: KserveSpec) -> list[str]:
 
 
 def namespace_object(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_BY)}}
+    return manifests.namespace(name, MANAGED_BY)
 
 
 def endpoint_metric(endpoint: EndpointSpec, mode: str) -> str:

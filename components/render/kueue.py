@@ -11,7 +11,7 @@ from ..config import checks
 from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, QuotaSpec, TeamSpec
 from ..config.kueue_inventory import GpuFlavor, gpu_flavors
 from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, Spec
-from . import yaml_text
+from . import manifests, yaml_text
 from .helm import ChartRelease
 from .kubeadm import node_labels, node_taints
 
@@ -137,7 +137,7 @@ def cluster_queue(spec: Spec, team: TeamSpec) -> Manifest:
 
 
 def team_namespace(team: TeamSpec) -> Manifest:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.queue_namespace}}
+    return manifests.namespace(team.queue_namespace)
 
 
 def local_queue(team: TeamSpec) -> Manifest:

@@ -11,6 +11,7 @@ from typing import Any
 from ..config import checks
 from ..config.spec import GPU_TAINT, Spec
 from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
+from . import manifests
 from .kueue import QUEUE_NAME_LABEL
 
 Manifest = dict[str, Any]
@@ -43,7 +44,7 @@ def _metadata(spec: Spec, name: str, *, queued: bool = True, annotations: dict[s
 
 
 def workloads_namespace(spec: Spec) -> Manifest:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.workloads.namespace}}
+    return manifests.namespace(spec.workloads.namespace)
 
 
 def yolo_predict_job(spec: Spec) -> Manifest:
