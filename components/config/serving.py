@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from . import checks
+from . import checks, formats
 from .schema import Problems, join_path, setting
 
 KNATIVE_COST = (
@@ -52,11 +52,13 @@ class EndpointSpec:
     )
     storage_uri: str = setting(
         doc="Where the model is: s3://, gs://, pvc://, hf://, oci://, https:// ...",
-        check=lambda v: None if "://" in v else "is not a storage URI such as s3://bucket/model or hf://org/model",
+        check=formats.storage_uri,
     )
     namespace: str = setting("models", doc="Namespace of the endpoint (created if missing).", check=checks.k8s_name)
     runtime: str | None = setting(
-        None, doc="ServingRuntime/ClusterServingRuntime name (default: KServe picks one for the format)."
+        None,
+        doc="ServingRuntime/ClusterServingRuntime name (default: KServe picks one for the format).",
+        check=checks.k8s_name,
     )
     gpus: int = setting(
         0, doc="nvidia.com/gpu per replica (GPU endpoints tolerate the GPU taint).", check=checks.between(0, 16)
@@ -83,7 +85,9 @@ class DeploymentAutoscalingSpec:
         70, doc="Utilisation % (cpu/memory) or average value per replica.", check=checks.between(1, 100000)
     )
     metric_name: str | None = setting(
-        None, doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length."
+        None,
+        doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length.",
+        check=checks.metric_name,
     )
 
     def validate(self, path: str, problems: Problems) -> None:
@@ -99,7 +103,9 @@ class DeploymentAutoscalingSpec:
 @dataclass(frozen=True)
 class InferenceDeploymentSpec:
     name: str = setting(doc="Deployment, Service and HPA name.", check=checks.k8s_name)
-    image: str = setting(doc="Container image of the inference server (pin a tag or digest).")
+    image: str = setting(
+        doc="Container image of the inference server (pin a tag or digest).", check=formats.image_reference
+    )
     namespace: str = setting("models", doc="Namespace (created if missing).", check=checks.k8s_name)
     port: int = setting(8080, doc="Container port the Service exposes.", check=checks.between(1, 65535))
     args: tuple[str, ...] = setting((), doc="Container arguments.")
