@@ -17,6 +17,7 @@ in an fstab line starts a new field). Encoders whose output is parsed back in th
 | DNS name                         | `dns_name` (`dns_key`: its identity)    |
 | container image reference        | `image_reference`                       |
 | http(s) URL                      | `http_url`                              |
+| HTTP header value (secret)       | `header_value`                          |
 | storage URI (KServe)             | `storage_uri`                           |
 | Linux user name (SSH)            | `user_name`                             |
 | SSH public host key              | `ssh_host_key`                          |
@@ -31,6 +32,8 @@ import binascii
 import re
 import struct
 from urllib.parse import urlsplit
+
+from .schema import Secret
 
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators (line breaks to YAML and editors).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
@@ -140,6 +143,8 @@ def http_url(value: str) -> str | None:
         port = parts.port
     except ValueError:
         return "is not an http(s) URL such as https://mirror.example.internal (bad host or port)"
+    if "?" in value or "#" in value:
+        return "is not an http(s) URL such as https://mirror.example.internal (no query or fragment)"
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
         return "is not an http(s) URL such as https://mirror.example.internal (credentials belong in authorization)"
     from .checks import is_ip
@@ -147,6 +152,17 @@ def http_url(value: str) -> str | None:
     host = parts.hostname
     if not (is_ip(host) or not dns_name(host)) or (port is not None and not 1 <= port <= 65535):
         return "is not an http(s) URL such as https://mirror.example.internal (bad host or port)"
+    return None
+
+
+def header_value(value: Secret) -> str | None:
+    """An HTTP header value (a registry's Authorization): it travels as one `registry<TAB>value` stdin line
+    and is placed inside a TOML basic string on the node, where a quote or backslash would end or escape it."""
+    text = value.reveal()
+    if not text or single_line(text) or re.search(r'["\\]', text):
+        return (
+            "is not one HTTP header value such as 'Basic dXNlcjpwYXNz' (no control characters, quotes or backslashes)"
+        )
     return None
 
 

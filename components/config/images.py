@@ -38,7 +38,10 @@ class MirrorSpec:
     ca: str | None = setting(None, doc="PEM CA certificate the mirrors' TLS certificates chain to.")
     skip_verify: bool = setting(False, doc="DANGER: do not verify the mirrors' TLS certificates.")
     authorization: Secret | None = setting(
-        None, secret=True, doc="Authorization header value for the mirrors (e.g. `Basic <base64>`; secret)."
+        None,
+        secret=True,
+        doc="Authorization header value for the mirrors (e.g. `Basic <base64>`; secret).",
+        check=formats.header_value,
     )
 
     def validate(self, path: str, problems: Problems) -> None:
