@@ -77,10 +77,17 @@ def quantity(value: str) -> str | None:
     return None
 
 
+def _number_hint(value: str) -> str:
+    """YAML reads an unquoted 1.30 as the number 1.3: say so where a version arrived as a number."""
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
+        return ' (YAML read it as a number: write the version in quotes, e.g. "1.30")'
+    return ""
+
+
 def k8s_version(value: str) -> str | None:
     match = _VERSION.fullmatch(value)
     if not match or match.group(1) != "1":
-        return "is not a Kubernetes version such as 1.34.2 (Kubernetes releases are 1.x)"
+        return "is not a Kubernetes version such as 1.34.2 (Kubernetes releases are 1.x)" + _number_hint(value)
     return None
 
 
@@ -97,7 +104,7 @@ _PINNED = re.compile(r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?", re.ASCII)
 
 def pinned_chart_version(value: str) -> str | None:
     if not _PINNED.fullmatch(value):
-        return "is not a pinned chart version such as 1.2.3 (ranges and 'latest' are not allowed)"
+        return "is not a pinned chart version such as 1.2.3 (ranges and 'latest' are not allowed)" + _number_hint(value)
     return None
 
 
@@ -220,7 +227,7 @@ def absolute_path(value: str) -> str | None:
 def git_tag(value: str) -> str | None:
     """A release tag (v1.9.4, 2.14.3): a pinned ref, never a branch such as master."""
     if not _PINNED.fullmatch(value):
-        return "is not a pinned release tag such as v1.9.4 (branches are not allowed)"
+        return "is not a pinned release tag such as v1.9.4 (branches are not allowed)" + _number_hint(value)
     return None
 
 

@@ -48,7 +48,11 @@ class EndpointSpec:
     name: str = setting(doc="InferenceService name.", check=checks.k8s_name)
     model_format: str = setting(
         doc="Model format KServe picks a runtime for: huggingface, sklearn, xgboost, pytorch, triton, onnx, ...",
-        check=lambda v: None if v and " " not in v else "must be a non-empty format name without spaces",
+        check=lambda v: (
+            None
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", v)
+            else "is not a model format name such as huggingface or sklearn"
+        ),
     )
     storage_uri: str = setting(
         doc="Where the model is: s3://, gs://, pvc://, hf://, oci://, https:// ...",
