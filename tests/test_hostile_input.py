@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +13,15 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from components.config.load import spec_from_values
 from components.config.schema import ConfigError
 from components.plan.__main__ import main as plan
 from components.render.images import mirror_authorizations
 from components.render.node_steps import image_steps
+from components.render.shell import SCRIPTS, render_script
 from components.render.tuning_steps import image_disk_step
 
 from .conftest import PROJECT, load_spec, stack_values
@@ -281,3 +285,63 @@ def test_an_authorization_with_an_ampersand_is_written_as_given(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert 'Authorization = "Basic a&b=&"' in (certs / "docker.io" / "hosts.toml").read_text()
+
+
+STEP_SETTING = re.compile(r'"\$\{([A-Z][A-Z0-9_]*)[:?]')
+STEPS = sorted(p.stem for p in SCRIPTS.glob("*.sh") if p.name != "lib.sh")
+PAYLOADS = (
+    "$(touch {canary})",
+    "`touch {canary}`",
+    "x\n[Service]\nExecStartPre=touch {canary}; touch {canary}",
+    "' \" \\ $HOME ${{HOME}} * ? [a] ~ & | ; < > # % !!",
+    "-n",
+    "",
+    " leading and trailing \t\r\n",
+)
+
+
+def settings_of(step: str) -> list[str]:
+    """The settings a step reads: required (`: "${X:?}"`) or with a default (`X=${X:-default}`)."""
+    text = (SCRIPTS / f"{step}.sh").read_text()
+    required = [n for line in text.splitlines() if line.startswith(': "${') for n in STEP_SETTING.findall(line)]
+    return required + re.findall(r"^([A-Z][A-Z0-9_]*)=\$\{\1:-", text, re.MULTILINE)
+
+
+def assigned(step: str, value: str) -> list[str]:
+    """Each setting of `step` as the rendered script's assignments leave it in the shell."""
+    names = settings_of(step)
+    text = render_script(step, dict.fromkeys(names, value))
+    assignments = text.split("# shellcheck shell=bash", 1)[0]
+    probe = "".join(f"printf '%s\\0' \"${{{n}}}\"\n" for n in names)
+    # Bytes: text mode would turn a \r\n in the output into \n.
+    result = subprocess.run(["bash", "-c", assignments + probe], capture_output=True, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.decode().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_each_steps_settings_arrive_as_data(tmp_path, step) -> None:
+    assert settings_of(step) or step in ("os", "swap", "admin-kubeconfig"), step
+    canary = tmp_path / "owned"
+    for payload in PAYLOADS:
+        value = payload.format(canary=canary)
+        assert assigned(step, value) == [value] * len(settings_of(step)), (step, payload)
+    assert not canary.exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.characters(exclude_characters="\x00", codec="utf-8"), max_size=40))
+def test_any_text_setting_arrives_unchanged(value: str) -> None:
+    assert assigned("image-disk", value) == [value] * 4
+
+
+def test_step_bodies_never_evaluate_their_inputs() -> None:
+    """No eval or sourcing of settings; word splitting is allowed only over lib.sh's port lists."""
+    for step in [*STEPS, "lib"]:
+        lines = (SCRIPTS / f"{step}.sh").read_text().splitlines()
+        for i, line in enumerate(lines):
+            code = line.split(" #", 1)[0]
+            # Settings are the upper-case variables; sourcing a file named by one would run its content.
+            assert not re.search(r"\beval\b|^\s*(source|\.)\s+\"?\$\{?[A-Z]", code), f"{step}.sh:{i + 1}: {line}"
+            if "disable=SC2086" in line:
+                assert re.fullmatch(r"firewall_open( \$[A-Z_]+| \$ports)+", lines[i + 1]), f"{step}.sh:{i + 2}"

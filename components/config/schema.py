@@ -247,9 +247,13 @@ def parse_value(tp: Any, value: Any, path: str, ctx: ParseContext) -> Any:
 
 def _text(value: str, path: str, ctx: ParseContext, *, secret: bool = False) -> Any:
     """Any text reaches a node step's script, multi-line values (certificates, commands) included."""
+    shown = "a secret" if secret else show(value)
     if HEREDOC_DELIMITER in value:
-        shown = "a secret" if secret else show(value)
         ctx.problems.error(path, f"{shown} contains {HEREDOC_DELIMITER}, the reserved word that ends a node step")
+        return _INVALID
+    # No file a setting is written into holds a NUL, and a shell variable cannot: it would be cut there.
+    if "\x00" in value:
+        ctx.problems.error(path, f"{shown} contains a NUL character")
         return _INVALID
     return value
 
