@@ -193,6 +193,8 @@ SCANNED = HOST_KEY.split(" ", 1)
             "kserve.endpoints[0].runtime: ",
         ),
         (("workloads",), {"training": {"image": "pytorch:2.6 --privileged"}}, "workloads.training.image: "),
+        (("nodes", 1, "taints"), ["gpu\nnode-role=x:NoSchedule"], "nodes[1].taints: "),
+        (("nodes", 1, "taints"), ["dedicated=ml team:NoExecute"], "nodes[1].taints: "),
     ],
 )
 def test_values_are_checked_for_where_they_go(path, value, expected) -> None:

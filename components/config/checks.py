@@ -172,7 +172,9 @@ def labels(value: Any) -> str | None:
 
 
 def taint(value: str) -> str | None:
-    if not _TAINT.fullmatch(value):
+    match = _TAINT.fullmatch(value)
+    # Key and value follow the label grammar (they reach kubeadm's JoinConfiguration and the node object).
+    if not match or label_key(match.group(1)) or formats.label_value(match.group(3) or ""):
         return "is not a taint such as nvidia.com/gpu=present:NoSchedule"
     return None
 

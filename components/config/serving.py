@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks, formats
-from .schema import Problems, join_path, setting
+from .schema import Problems, join_path, setting, show
 
 KNATIVE_COST = (
     "Knative installs at least eight more always-on Deployments (the Knative Operator and its webhook;"
@@ -145,8 +145,10 @@ class KnativeSpec:
 
     def validate(self, path: str, problems: Problems) -> None:
         operator, serving = major_minor(self.operator_version), major_minor(self.serving_version)
-        if serving is None or not re.fullmatch(r"\d+\.\d+(\.\d+)?", self.serving_version):
-            problems.error(join_path(path, "servingVersion"), f'"{self.serving_version}" is not a version such as 1.21')
+        if serving is None or not re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", self.serving_version):
+            problems.error(
+                join_path(path, "servingVersion"), f"{show(self.serving_version)} is not a version such as 1.21"
+            )
         elif operator is not None and not (
             serving[0] == operator[0] and operator[1] - OPERATOR_SERVING_SPAN < serving[1] <= operator[1]
         ):

@@ -67,7 +67,9 @@ class ClusterSpec:
         " `organization/project/stack`) instead of `kubeconfig`; the two-stack split in docs/cloud.md.",
         check=checks.stack_reference,
     )
-    kubeconfig_output: str = setting("kubeconfig", doc="Name of that stack's kubeconfig output.")
+    kubeconfig_output: str = setting(
+        "kubeconfig", doc="Name of that stack's kubeconfig output.", check=formats.single_line
+    )
 
     @property
     def defaults(self) -> ClusterDefaults:
