@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -347,3 +348,29 @@ def test_step_bodies_never_evaluate_their_inputs() -> None:
             assert not re.search(r"\beval\b|^\s*(source|\.)\s+\"?\$\{?[A-Z]", code), f"{step}.sh:{i + 1}: {line}"
             if "disable=SC2086" in line:
                 assert re.fullmatch(r"firewall_open( \$[A-Z_]+| \$ports)+", lines[i + 1]), f"{step}.sh:{i + 2}"
+
+
+def test_the_program_refuses_a_plaintext_key_beside_a_secure_sibling(tmp_path, monkeypatch) -> None:
+    """Under the engine the whole `mlcluster:ssh` key is secret; the stack file shows the plaintext key."""
+    from components.config.load import read_stack_document, stack_file_of
+    from components.plan.engine import run_program
+
+    (tmp_path / "Pulumi.yaml").write_text("name: mlcluster\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir()
+    stack_path = tmp_path / "stacks" / "Pulumi.lab.yaml"
+    stack_path.write_text(stack_text({**valid_values(), "ssh": {"user": SECURE, "privateKey": PRIVATE_KEY}}))
+    found = stack_file_of(tmp_path, "lab")
+    assert found is not None and found.plaintext_at("ssh.privateKey") and not found.plaintext_at("ssh.user")
+    assert stack_file_of(tmp_path, "other") is None
+
+    stack = read_stack_document(stack_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(pulumi.RunError) as info:
+        run_program(stack.config, stack.secret_keys, stack="lab")
+    assert "mlcluster:ssh.privateKey: must be set as a secret" in str(info.value)
+    assert "HostileTestKey" not in str(info.value)
+
+    # The negative: the key itself secure, the user plaintext (its section still secret as a whole).
+    stack_path.write_text(stack_text(valid_values()))
+    found = stack_file_of(tmp_path, "lab")
+    assert found is not None and not found.plaintext_at("ssh.privateKey")

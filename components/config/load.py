@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,13 @@ def spec_from_pulumi() -> Spec:
         if full_key.startswith(prefix) and full_key[len(prefix) :] not in values:
             key = full_key[len(prefix) :]
             values[key] = raw if _expects_text(key) else _decode(raw)
-    spec, warnings = spec_and_warnings(values, lambda key: runtime_config.is_config_secret(prefix + key))
+    is_secret_key: Callable[[str], bool] = lambda key: runtime_config.is_config_secret(prefix + key)  # noqa: E731
+    plaintext = stack_file_of(Path.cwd(), pulumi.get_stack())
+    spec, warnings = spec_and_warnings(
+        values,
+        is_secret_key,
+        lambda path: is_secret_key(top_level_key(path)) and not (plaintext and plaintext.plaintext_at(path)),
+    )
     for warning in warnings:
         pulumi.log.warn(str(warning))
     return spec
@@ -139,6 +146,25 @@ class StackFile:
     """Full keys (`mlcluster:ssh`) that hold a secret anywhere inside: secret as a whole to the engine."""
     secret_paths: frozenset[str]
     """The `secure:` values themselves, as key paths (`ssh.privateKey`): what the plaintext check reads."""
+
+    def plaintext_at(self, path: str) -> bool:
+        """Whether the file holds a plain (unencrypted) string at `path`, e.g. `ssh.privateKey`."""
+        parts = re.findall(r"\[(\d+)\]|([^.\[\]]+)", path)
+        if not parts or self.is_secret_path(path):
+            return False
+        (_, top), rest = parts[0], parts[1:]
+        try:
+            value: Any = json.loads(self.config.get(f"{NAMESPACE}:{top}", "null"))
+        except ValueError:
+            value = self.config.get(f"{NAMESPACE}:{top}")
+        for index, key in rest:
+            if index and isinstance(value, list) and int(index) < len(value):
+                value = value[int(index)]
+            elif key and isinstance(value, Mapping):
+                value = value.get(key)
+            else:
+                return False
+        return isinstance(value, str)
 
     def is_secret_path(self, path: str) -> bool:
         """Whether the value at `path` was given as a secret (itself or a section around it)."""
@@ -277,6 +303,20 @@ def read_stack_document(path: Path) -> StackFile:
             if namespace == NAMESPACE:
                 secret_paths.update(secrets)
     return StackFile(config, secret_keys, frozenset(secret_paths))
+
+
+def stack_file_of(project: Path, stack: str) -> StackFile | None:
+    """The stack file the engine read the config from (Pulumi.yaml's stackConfigDir), if it is readable.
+
+    The engine marks a whole top-level key secret when any value inside is: the program alone cannot tell a
+    plaintext `ssh.privateKey` beside a `secure:` sibling. The file can, so a plaintext value it holds at a
+    secret-typed path is refused at runtime too (it only ever adds that error, never removes one)."""
+    try:
+        settings = yaml.safe_load((project / "Pulumi.yaml").read_text()) or {}
+        folder = project / str(settings.get("stackConfigDir") or ".")
+        return read_stack_document(folder / f"Pulumi.{stack}.yaml")
+    except (OSError, yaml.YAMLError, StackFileError, AttributeError):
+        return None
 
 
 def read_stack_file(path: Path) -> tuple[dict[str, str], list[str]]:
