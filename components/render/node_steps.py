@@ -10,7 +10,7 @@ from ..config.checks import version_tuple
 from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
 from . import images, kubeadm
-from .shell import NodeStep, render_script
+from .shell import NodeStep, merge_steps, render_script
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
 KERNEL_MODULES = ("overlay", "br_netfilter")
@@ -27,6 +27,7 @@ enabled=1
 gpgcheck=1
 gpgkey=https://download.docker.com/linux/rhel/gpg"""
 DRAIN_TIMEOUT = "10m"
+PREPARE_STEP = "prepare"
 
 
 def kubernetes_minor(spec: Spec) -> str:
@@ -114,6 +115,12 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
         *image_steps(spec, node),
         tuning_step(spec, node),
     ]
+
+
+def prepare_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    """The preparation steps as the one command a node runs them in (they always run together, in order)."""
+    steps = prepare_steps(spec, node)
+    return merge_steps(PREPARE_STEP, f"Prepare the node: {len(steps)} steps", steps)
 
 
 def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
