@@ -17,6 +17,7 @@ from ..test_config_validation import parse
 from ..upstream import containerd_errors
 from .gpu import give_gpus
 from .hosts import HostSpec
+from .steps import step_output
 
 pytestmark = pytest.mark.fleet
 
@@ -97,8 +98,7 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     assert labels_of(second, "gpu-a") == {"nvidia.com/gpu.deploy.driver": "false"}
     assert labels_of(second, "gpu-b") == {}
     # containerd's config is the kubelet-tuning step's (docs/kubelet-tuning.md).
-    containerd_step = second.step("gpu-a-kubelet-tuning")
-    assert "ok: /etc/containerd/config.toml up to date" in (containerd_step.stdout or "")
+    assert "ok: /etc/containerd/config.toml up to date" in step_output(second, "gpu-a", "kubelet-tuning")
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN
     assert hosts["gpu-a"].read("/etc/containerd/config.toml") == ours
 
@@ -107,7 +107,7 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     restarts_before = len([c for c in hosts["gpu-a"].calls("systemctl") if c["argv"][:2] == ["restart", "containerd"]])
     third = fleet_engine.up(values, secret)
     third.raise_error()
-    assert "changed: /etc/containerd/config.toml written" in (third.step("gpu-a-kubelet-tuning").stdout or "")
+    assert "changed: /etc/containerd/config.toml written" in step_output(third, "gpu-a", "kubelet-tuning")
     restored = hosts["gpu-a"].read("/etc/containerd/config.toml")
     assert restored == ours and imports_drop_in(restored)
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN

@@ -14,6 +14,7 @@ import pytest
 
 from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, FleetHost, HostSpec
+from .steps import prepared, step_output
 
 pytestmark = pytest.mark.fleet
 
@@ -99,8 +100,7 @@ def test_flags_line_on_deb_and_rpm_rerun_changes_nothing_day2_restarts_once_per_
     rerun = restart_counts(hosts, "kubelet")
     assert rerun == day1
     for name in env_file:
-        for step in ("kubelet-tuning", "kubelet-restart"):
-            out = second.step(f"{name}-{step}").stdout or ""
+        for out in (step_output(second, name, "kubelet-tuning"), second.step(f"{name}-kubelet-restart").stdout or ""):
             assert out and all(line.startswith("ok: ") for line in out.splitlines()), out
 
     containerd_before = restart_counts(hosts, "containerd")
@@ -146,7 +146,7 @@ def test_drop_in_from_1_30_day2_batches_of_half_the_workers_and_containerd_1_6_w
 
     values["kubelet"]["imageGCLowThresholdPercent"] = 65
     run = up(fleet_engine, values, secret)
-    warning = run.step("w-3-kubelet-tuning").stderr
+    warning = prepared(run, "w-3").stderr
     assert "warning: containerd 1.6.38 has no image_pull_progress_timeout" in warning
     after = restart_counts(hosts, "kubelet")
     assert {n: after[n] - day1[n] for n in after} == dict.fromkeys(after, 1)
