@@ -146,3 +146,34 @@ def human_bytes(count: float) -> str:
             return f"{count:.1f} {unit}"
         count /= 1000
     return f"{count:.1f} PB"
+
+
+# Typical durations of the bootstrap's commands on a real node (seconds): the preparation (package index,
+# containerd and Kubernetes packages, tuning), kubeadm init and join.
+PREPARE_SECONDS = 60
+INIT_SECONDS = 60
+JOIN_SECONDS = 30
+
+
+def bootstrap_seconds(nodes: int, parallel: int, control_planes: int = 3) -> int:
+    """A first `up` with `--parallel` steps at a time: every node prepares (parallel at a time), the first
+    control plane inits, the other control planes join one by one, the workers `parallel` at a time."""
+    waves = -(-nodes // parallel)
+    workers = max(0, nodes - control_planes)
+    return (
+        waves * PREPARE_SECONDS
+        + INIT_SECONDS
+        + (min(control_planes, nodes) - 1) * JOIN_SECONDS
+        + -(-workers // parallel) * JOIN_SECONDS
+    )
+
+
+def parallel_table(sizes: list[int], parallels: tuple[int, ...] = (8, 64, 256)) -> str:
+    lines = [
+        "| nodes | " + " | ".join(f"--parallel {p}" for p in parallels) + " |",
+        "|---:|" + "---:|" * len(parallels),
+    ]
+    for nodes in sizes:
+        cells = [f"{bootstrap_seconds(nodes, p) / 60:.0f} min" for p in parallels]
+        lines.append(f"| {nodes} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
