@@ -173,3 +173,33 @@ def test_merging_refuses_steps_that_must_run_alone() -> None:
         merge_steps("x", "t", [plain, NodeStep("kubeadm-join", "t", "s", delete_script="reset")])
     merged = merge_steps("x", "t", [plain])
     assert merged.embeds_lib and "# ---- mlcluster step: swap: t\n" in (merged.script or "")
+
+
+def test_the_plans_cycle_check_answers_as_the_sdks_does() -> None:
+    """Random dependency declarations, cycles included: the reverse walk and the SDK's walk agree on each."""
+    import random
+
+    from pulumi.runtime import resource_cycle_breaker
+
+    from components.plan.engine import ReverseCycleCheck
+
+    class Node:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    rng = random.Random(20)
+    for _ in range(20):
+        sdk_nodes = [Node(str(i)) for i in range(12)]
+        ours_nodes = [Node(str(i)) for i in range(12)]
+        ours = ReverseCycleCheck()
+        answers = []
+        for _ in range(60):
+            a, b = rng.randrange(12), rng.randrange(12)
+            expected = resource_cycle_breaker.declare_dependency(sdk_nodes[a], sdk_nodes[b])
+            answers.append(expected)
+            assert ours.declare_dependency(ours_nodes[a], ours_nodes[b]) == expected, (a, b)
+        # Both answers occur: the comparison covers cycles and acyclic edges alike.
+        assert True in answers and False in answers
+        for sdk_node, our_node in zip(sdk_nodes, ours_nodes, strict=True):
+            sdk_deps = {n.name for n in resource_cycle_breaker._deps(sdk_node)}
+            assert {n.name for n in resource_cycle_breaker._deps(our_node)} == sdk_deps
