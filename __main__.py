@@ -49,9 +49,7 @@ platform: list[pulumi.Resource] = []
 if spec.storage.enabled:
     platform.append(Storage(spec, provider, depends_on=base))
 if spec.gpu_operator.enabled:
-    gpu_operator = GpuOperator(
-        spec, provider, depends_on=base, preflight=gpu_preflight.results if gpu_preflight else None
-    )
+    gpu_operator = GpuOperator(spec, provider, depends_on=base, preflight=gpu_preflight)
     platform.append(gpu_operator)
     pulumi.export("gpu", gpu_operator.report)
 if spec.kueue.enabled:

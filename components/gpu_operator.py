@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from .config.spec import Spec
+from .gpu_preflight import GpuPreflight
 from .platform_layer import PlatformLayer
 from .render.gpu_operator import (
     DriverMode,
@@ -38,10 +39,10 @@ class GpuOperator(PlatformLayer):
         spec: Spec,
         provider: k8s.Provider,
         depends_on: Sequence[pulumi.Resource] = (),
-        preflight: pulumi.Output[dict[str, PreflightResult]] | None = None,
+        preflight: GpuPreflight | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """preflight: the GPU preflight results per node, which decide the driver in `auto` mode."""
+        """preflight: the GPU preflight, whose results per node decide the driver in `auto` mode."""
         self.preflight = preflight
         super().__init__(spec, provider, depends_on, opts)
 
@@ -60,7 +61,7 @@ class GpuOperator(PlatformLayer):
         )
         modes: pulumi.Output[dict[str, DriverMode]] | dict[str, DriverMode]
         if needs_preflight and preflight is not None:
-            modes = preflight.apply(modes_from)
+            modes = preflight.results.apply(modes_from)
             driver_enabled: Any = modes.apply(lambda m: chart_driver_enabled(spec, m))
         else:
             modes = modes_from(None)
@@ -68,8 +69,17 @@ class GpuOperator(PlatformLayer):
 
         labelled: list[pulumi.Resource] = []
         for node in nodes:
-            labels = pulumi.Output.from_input(modes).apply(
-                lambda m, node=node: gpu_node_labels(spec, node, m[node.name])  # type: ignore[misc]
+            # From this node's own preflight only: a label patch that waited on every node's preflight made
+            # each GPU node depend on every node (most of a 1,000-node plan's dependency edges).
+            mode: pulumi.Output[DriverMode] | DriverMode
+            if needs_preflight and preflight is not None:
+                mode = preflight.by_node[node.name].apply(
+                    lambda r, node=node: node_driver_mode(spec, node, r)  # type: ignore[misc]
+                )
+            else:
+                mode = node_driver_mode(spec, node, None)
+            labels = pulumi.Output.from_input(mode).apply(
+                lambda m, node=node: gpu_node_labels(spec, node, m)  # type: ignore[misc]
             )
             labelled.append(
                 k8s.core.v1.NodePatch(

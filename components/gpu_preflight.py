@@ -11,9 +11,11 @@ from .render.gpu_operator import PreflightResult, parse_preflight, preflight_rep
 
 
 class GpuPreflight(pulumi.ComponentResource):
-    """`results` (node name -> PreflightResult) is known only after the commands ran: unknown in preview."""
+    """`results` (node name -> PreflightResult) is known only after the commands ran: unknown in preview.
+    `by_node` holds each node's own result, for what depends on one node only (its labels)."""
 
     results: pulumi.Output[dict[str, PreflightResult]]
+    by_node: dict[str, pulumi.Output[PreflightResult]]
     commands: dict[str, remote.Command]
 
     def __init__(self, spec: Spec, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -25,6 +27,7 @@ class GpuPreflight(pulumi.ComponentResource):
             for step in [preflight_step(node)]
         }
         stdouts = {name: command.stdout for name, command in self.commands.items()}
+        self.by_node = {name: stdout.apply(parse_preflight) for name, stdout in stdouts.items()}
         self.results = pulumi.Output.all(**stdouts).apply(lambda outs: _parse_and_report(spec, outs))
         self.register_outputs({"results": self.results.apply(lambda r: {k: v.summary() for k, v in r.items()})})
 

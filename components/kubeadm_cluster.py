@@ -18,7 +18,7 @@ from .control_plane import FirstControlPlane
 from .kubelet_restarts import KubeletRestarts
 from .node_command import step_command
 from .node_join import NodeJoin
-from .node_prep import NodePrep
+from .node_prep import prepare_node
 from .render.kubeconfig import kubeconfig_reaching
 from .render.kubelet_placement import spec_warnings
 from .render.node_steps import join_credentials_step
@@ -38,10 +38,10 @@ class KubeadmCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         for warning in spec_warnings(spec):
             pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
-        prepared = {node.name: NodePrep(spec, node, opts=child) for node in spec.nodes}
+        prepared = {node.name: prepare_node(spec, node, self) for node in spec.nodes}
 
         first, *other_control_planes = spec.control_planes
-        control_plane = FirstControlPlane(spec, first, prepared[first.name].ready, opts=child)
+        control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)
 
         last_control_plane_join: pulumi.Resource = control_plane.init
         joins: dict[str, NodeJoin] = {}
@@ -60,7 +60,7 @@ class KubeadmCluster(pulumi.ComponentResource):
                 spec,
                 node,
                 first,
-                prepared=prepared[node.name].ready,
+                prepared=prepared[node.name],
                 credentials=control_plane_credentials if node.is_control_plane else credentials,
                 join_after=[last_control_plane_join],
                 opts=child,

@@ -9,7 +9,7 @@ from pulumi_command import remote
 
 from .config.spec import NodeSpec, Spec
 from .connection import node_connection, ssh_user
-from .render.shell import NodeStep, remote_command
+from .render.shell import NodeStep, remote_command, with_installed_lib
 
 
 def step_command(
@@ -29,11 +29,17 @@ def step_command(
     if stdin is None and step.stdin is not None:
         stdin = pulumi.Output.secret(step.stdin.reveal())
     secret_outputs = ["stdout", "stderr"] if step.secret_stdout else []
+
+    def command(script: str | None, tag: str) -> str | None:
+        if not script:
+            return None
+        return remote_command(script if step.embeds_lib or step.standalone else with_installed_lib(script), user, tag)
+
     return remote.Command(
         resource_name,
         connection=node_connection(spec, node),
-        create=remote_command(step.script, user, step.name) if step.script is not None else None,
-        delete=remote_command(step.delete_script, user, step.name + "-delete") if step.delete_script else None,
+        create=command(step.script, step.name),
+        delete=command(step.delete_script, step.name + "-delete"),
         stdin=stdin,
         # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.
         add_previous_output_in_env=False,

@@ -1,37 +1,16 @@
-"""NodePrep: the ordered preparation steps of one node, each its own remote.Command."""
+"""The preparation of one node: its ordered steps as one `remote.Command` (one resource, one SSH session)."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import pulumi
 from pulumi_command import remote
 
 from .config.spec import NodeSpec, Spec
 from .node_command import step_command
-from .render.node_steps import prepare_steps
-from .render.shell import NodeStep
+from .render.node_steps import PREPARE_STEP, prepare_step
 
 
-class NodePrep(pulumi.ComponentResource):
-    """Runs a node's steps in order; `ready` is the last one, for whatever must wait for the node."""
-
-    ready: remote.Command
-
-    def __init__(
-        self,
-        spec: Spec,
-        node: NodeSpec,
-        extra_steps: Sequence[NodeStep] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("mlcluster:node_prep:NodePrep", node.name, None, opts)
-        previous: list[pulumi.Resource] = []
-        commands: list[remote.Command] = []
-        # Names carry no position: inserting a step later must not rename (and so replace) the ones after it.
-        for step in [*prepare_steps(spec, node), *extra_steps]:
-            command = step_command(f"{node.name}-{step.name}", spec, node, step, parent=self, depends_on=previous)
-            commands.append(command)
-            previous = [command]
-        self.ready = commands[-1]
-        self.register_outputs({"steps": [c.stdout for c in commands]})
+def prepare_node(spec: Spec, node: NodeSpec, parent: pulumi.Resource) -> remote.Command:
+    """What must wait for the node waits for this. The steps always run together, so a component and a
+    resource per step would only add state and dependency edges (13 resources a node, before)."""
+    return step_command(f"{node.name}-{PREPARE_STEP}", spec, node, prepare_step(spec, node), parent=parent)

@@ -245,7 +245,9 @@ def test_mirror_step_secret_never_reaches_the_plan(run_stack) -> None:
         mirrors=[{"registry": "docker.io", "endpoints": ["https://m.lab.example"], "authorization": "Basic zzTOPzz"}]
     )
     run = run_stack("onprem", values=values, secret=[*secret, "images"])
-    step = run.named("gpu-2-registry-mirrors")
+    # The mirrors step runs inside the node's prepare command, which takes its authorizations on stdin.
+    step = run.named("gpu-2-prepare")
+    assert "# ---- mlcluster step: registry-mirrors:" in step.inputs["create"]
     assert step.inputs["stdin"] == "[secret]"
     assert "zzTOPzz" not in str([r.inputs for r in run.resources])
     assert step.raw_inputs["stdin"] == "docker.io\tBasic zzTOPzz\n"

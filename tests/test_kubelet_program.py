@@ -58,13 +58,20 @@ def test_each_batch_waits_for_the_whole_previous_batch(run_stack, restart, expec
 
 def test_day_one_is_not_batched_one_node_does_not_hold_back_another(run_stack) -> None:
     run = run_stack("onprem")
-    tuning = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-tuning")}
+    # The tuning runs inside each node's prepare command.
+    tuning = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-prepare")}
     restarts = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
+    assert len(tuning) == len(restarts) == 9
+    checked = 0
     for resource in run.of_type(COMMAND):
-        if resource.name.endswith(("-kubelet-tuning", "-kubeadm-join")):
-            node = resource.name.rsplit("-kube", 1)[0]
-            others = {u for u in tuning | restarts if f"::{node}-kube" not in u}
+        if resource.name.endswith(("-prepare", "-kubeadm-join")):
+            node = resource.name.removesuffix("-prepare").removesuffix("-kubeadm-join")
+            own = (f"::{node}-prepare", f"::{node}-kubelet-restart")
+            others = {u for u in tuning | restarts if not u.endswith(own)}
+            assert len(others) == 16, node
             assert not others & set(resource.depends_on), f"{resource.name} waits for another node's tuning"
+            checked += 1
+    assert checked == 9 + 8
 
 
 def test_preview_warns_through_the_engine_when_containerd_cannot_honour_the_deadline(run_stack, caplog) -> None:

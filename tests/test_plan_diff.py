@@ -207,14 +207,21 @@ def test_gc_threshold_change_touches_only_the_steps_that_carry_the_kubelet_confi
     }
     assert carrying, "no node step carries the kubelet configuration"
     # Each node's kubelet-restart step carries a digest of its tuning, so it re-runs (in its batch) too.
-    restarts = {(node, "kubelet-restart") for node, step in carrying if step == "kubelet-tuning"}
+    # The tuning step runs inside each node's prepare command: that command re-runs, and the diff names the
+    # step inside it that changed, with only that step's lines (kubeadm-init carries the kubelet config too).
+    assert {step for _, step in carrying} == {"prepare", "kubeadm-init"}
+    restarts = {(node, "kubelet-restart") for node, step in carrying if step == "prepare"}
     assert {(c.node, c.step) for c in diff.steps} == carrying | restarts
     assert {c.kind for c in diff.steps} == {"re-runs"}
     for c in diff.steps:
         if c.step == "kubelet-restart":
             assert [line[:15] for line in c.script] == ["-TUNING_DIGEST=", "+TUNING_DIGEST="], c.script
-        else:
+        elif c.step == "kubeadm-init":
             assert c.script == ["-imageGCLowThresholdPercent: 70", "+imageGCLowThresholdPercent: 65"]
+        else:
+            assert c.why.startswith("script changed in kubelet-tuning; the whole command re-runs"), c.why
+            changed_lines = ["-imageGCLowThresholdPercent: 70", "+imageGCLowThresholdPercent: 65"]
+            assert c.script == ["[kubelet-tuning]", *changed_lines]
     assert not diff.releases and not diff.resources and not diff.outputs
 
 

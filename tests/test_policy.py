@@ -112,7 +112,7 @@ CASES: list[tuple[str, str, Callable[[], list[Resource]], str | None]] = [
         "ssh-host-keys-pinned",
         "insecureIgnoreHostKeys",
         changed(no_host_keys),
-        "cpu-1-os: SSH to 10.20.0.21 accepts any host key",
+        "cpu-1-prepare: SSH to 10.20.0.21 accepts any host key",
     ),
     ("chart-versions-pinned", "on-prem example", onprem, None),
     ("chart-versions-pinned", "a range", with_resources(release("~0.19")), "kueue: chart kueue has version '~0.19'"),
@@ -277,7 +277,7 @@ def test_policies_see_what_the_engine_sends() -> None:
     assert init.protect
     from components.plan.policies import resource_args
 
-    args = resource_args(resources["gpu-1-os"])
+    args = resource_args(resources["gpu-1-prepare"])
     assert args.props["connection"]["privateKey"] == PRIVATE_KEY
     assert args.props["connection"]["hostKey"].startswith("ssh-ed25519 ")
     assert args.provider is None and args.opts.parent is not None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 
 from components.config.spec import GPU_TAINT
 from components.plan.engine import COMPUTED, SECRET
-from components.render.shell import script_of_command
+from components.render.shell import script_of_command, split_parts
 
 from .conftest import known
 
@@ -23,8 +22,10 @@ def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
     run = run_stack("onprem")
     names = {r.name for r in run.of_type(COMMAND)}
     for node in spec.nodes:
-        expected = {f"{node.name}-{step.name}" for step in prepare_steps(spec, node)}
-        assert len(expected) >= 6 and expected <= names, node.name
+        # One prepare command per node, its steps inside it in order.
+        expected = [step.name for step in prepare_steps(spec, node)]
+        script = known(script_of_command(run.named(f"{node.name}-prepare").inputs["create"]))
+        assert len(expected) >= 6 and [step for step, _ in split_parts(script)] == expected, node.name
         if node is not spec.nodes[0]:
             assert {f"{node.name}-kubeadm-join", f"{node.name}-drain-on-removal"} <= names
     assert {"cp-1-kubeadm-init", "cp-1-admin-kubeconfig", "cp-1-join-credentials"} <= names
@@ -78,9 +79,12 @@ def test_steps_run_in_order_on_each_node(run_stack) -> None:
     order = [step.name for step in prepare_steps(spec, spec.nodes[6])]
     assert order[:7] == ["os", "swap", "kernel-modules", "sysctl", "image-disk", "containerd", "kube-packages"]
     assert order[-1] == "kubelet-tuning"
-    for before, after in itertools.pairwise(order):
-        assert run.urn_of(f"gpu-2-{before}") in run.named(f"gpu-2-{after}").depends_on
-    assert run.urn_of("cp-1-kubelet-tuning") in run.named("cp-1-kubeadm-init").depends_on
+    script = known(script_of_command(run.named("gpu-2-prepare").inputs["create"]))
+    # In order inside the one command: each step's part starts after the previous one's.
+    positions = [script.index(f"# ---- mlcluster step: {step}:") for step in order]
+    assert positions == sorted(positions)
+    assert run.urn_of("cp-1-prepare") in run.named("cp-1-kubeadm-init").depends_on
+    assert run.urn_of("gpu-2-prepare") in run.named("gpu-2-kubeadm-join").depends_on
 
 
 def test_workers_join_in_parallel_control_planes_one_by_one(run_stack) -> None:
@@ -147,4 +151,4 @@ def test_no_secret_value_reaches_recorded_inputs(run_stack) -> None:
     wire = json.dumps([r.inputs for r in run.resources])
     assert "mlcluster-test-secret" not in wire
     # and the key did reach the engine, only as a secret
-    assert run.named("cp-1-os").raw_inputs["connection"]["privateKey"] == secret_text
+    assert run.named("cp-1-prepare").raw_inputs["connection"]["privateKey"] == secret_text

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..render.shell import script_of_command
+from ..render.shell import script_of_command, split_parts
 from .engine import COMPUTED
 
 COMMAND = "command:remote:Command"
@@ -138,6 +138,26 @@ def script_changes(old: Any, new: Any) -> list[str]:
     return [line for line in lines if not line.startswith(("---", "+++", "@@"))]
 
 
+def _parts(command: Any) -> dict[str, str]:
+    script = script_of_command(command) if isinstance(command, str) else None
+    return dict(split_parts(script)) if script else {}
+
+
+def part_changes(old: Any, new: Any) -> dict[str, list[str]]:
+    """For a merged command: each step whose part changed, with its changed lines under a `[step]` header."""
+    before, after = _parts(old), _parts(new)
+    if not (before or after):
+        return {}
+    changes: dict[str, list[str]] = {}
+    for step in [*after, *(s for s in before if s not in after)]:
+        if before.get(step) != after.get(step):
+            lines = difflib.unified_diff(
+                before.get(step, "").splitlines(), after.get(step, "").splitlines(), lineterm="", n=0
+            )
+            changes[step] = [f"[{step}]"] + [line for line in lines if not line.startswith(("---", "+++", "@@"))]
+    return changes
+
+
 def _step_name(resource: Mapping[str, Any]) -> str:
     node = str(resource.get("runsOn") or "")
     return str(resource["name"]).removeprefix(f"{node}-")
@@ -171,6 +191,10 @@ def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange |
         return StepChange(node, step, "replaced", "replaced (triggers changed): on-delete script runs, then the step")
     if changed - {"delete"}:
         why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
+        parts = part_changes(old_inputs.get("create"), new_inputs.get("create"))
+        if parts:
+            why += f" in {', '.join(parts)}; the whole command re-runs (each step in it checks before it acts)"
+            return StepChange(node, step, "re-runs", why, [line for lines in parts.values() for line in lines])
         return StepChange(
             node, step, "re-runs", why, script_changes(old_inputs.get("create"), new_inputs.get("create"))
         )

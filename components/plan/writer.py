@@ -15,7 +15,7 @@ from ..render import kubeadm, yaml_text
 from ..render.containerd import containerd_config_toml
 from ..render.kubelet import kubelet_configuration
 from ..render.kubelet_placement import parse_minor, spec_warnings
-from ..render.shell import script_of_command
+from ..render.shell import script_of_command, split_parts
 from .engine import ProgramRun, RecordedResource
 
 COMMAND = "command:remote:Command"
@@ -52,10 +52,18 @@ def run_order(resources: list[RecordedResource]) -> list[RecordedResource]:
     return sorted(resources, key=lambda r: (depth_of(r.urn), r.urn))
 
 
-def plan_document(run: ProgramRun, *, project: str, stack: str, spec: Spec | None) -> dict[str, Any]:
+def plan_document(
+    run: ProgramRun,
+    *,
+    project: str,
+    stack: str,
+    spec: Spec | None,
+    ordered: list[RecordedResource] | None = None,
+) -> dict[str, Any]:
+    """ordered: run_order(run.resources), when the caller has it already (it is a large plan's second cost)."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     resources = []
-    for r in run_order(run.resources):
+    for r in ordered if ordered is not None else run_order(run.resources):
         entry: dict[str, Any] = {
             "type": r.type,
             "name": r.name,
@@ -83,11 +91,11 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def _node_scripts(run: ProgramRun, spec: Spec | None, out: Path) -> dict[str, list[str]]:
+def _node_scripts(ordered: list[RecordedResource], spec: Spec | None, out: Path) -> dict[str, list[str]]:
     """nodes/<node>/NN-<resource>.sh in run order (registration order within a host)."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     per_node: dict[str, list[str]] = defaultdict(list)
-    for r in run_order(run.resources):
+    for r in ordered:
         if r.type != COMMAND:
             continue
         host = command_host(r) or "unknown"
@@ -96,6 +104,17 @@ def _node_scripts(run: ProgramRun, spec: Spec | None, out: Path) -> dict[str, li
         base = out / "nodes" / _safe(node) / f"{index:02d}-{_safe(r.name)}"
         create = r.inputs.get("create")
         script = script_of_command(create) if isinstance(create, str) else None
+        parts = split_parts(script) if script else []
+        # A merged command's steps each get their own file, as when they were one command each; the
+        # library it installs first is components/scripts/lib.sh.
+        for step, text in parts:
+            index = len(per_node[node]) + 1
+            name = f"{node}-{step}" if r.name.startswith(f"{node}-") else f"{r.name}-{step}"
+            header = f"#!/usr/bin/env bash\n# step {step} of {r.name} (one command; lib.sh sourced before it)\n"
+            _write(out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + text)
+            per_node[node].append(name)
+        if parts:
+            continue
         _write(base.with_suffix(".sh"), script or f"{create}\n")
         delete = r.inputs.get("delete")
         if isinstance(delete, str):
@@ -118,9 +137,9 @@ def _configs(spec: Spec, out: Path) -> None:
                 _write(configs / f"kubeadm-join.v1beta4.{node.name}.yaml", kubeadm.join_config(spec, node))
 
 
-def _releases(resources: Iterable[RecordedResource], out: Path) -> list[tuple[str, str, str, str]]:
+def _releases(ordered: Iterable[RecordedResource], out: Path) -> list[tuple[str, str, str, str]]:
     rows = []
-    for r in run_order(list(resources)):
+    for r in ordered:
         if r.type != RELEASE:
             continue
         values = r.inputs.get("values") or {}
@@ -146,24 +165,25 @@ def write_plan(run: ProgramRun, out: Path, *, project: str, stack: str, spec: Sp
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    document = plan_document(run, project=project, stack=stack, spec=spec)
+    ordered = run_order(run.resources)
+    document = plan_document(run, project=project, stack=stack, spec=spec, ordered=ordered)
     _write(out / "plan.json", json.dumps(document, indent=2, sort_keys=False) + "\n")
-    per_node = _node_scripts(run, spec, out)
+    per_node = _node_scripts(ordered, spec, out)
     if spec is not None:
         _configs(spec, out)
-    releases = _releases(run.resources, out)
+    releases = _releases(ordered, out)
     manifests = _manifests(run.resources, out)
-    return summary(run, per_node, releases, manifests, stack)
+    return summary(ordered, per_node, releases, manifests, stack)
 
 
 def summary(
-    run: ProgramRun,
+    ordered: list[RecordedResource],
     per_node: dict[str, list[str]],
     releases: list[tuple[str, str, str, str]],
     manifests: int,
     stack: str,
 ) -> str:
-    lines = [f"Plan for stack {stack}: {len(run.resources)} resources"]
+    lines = [f"Plan for stack {stack}: {len(ordered)} resources"]
     if per_node:
         lines.append("")
         lines.append(f"{'node':<14} {'steps':>5}  run order")
@@ -176,12 +196,12 @@ def summary(
         for name, chart, version, namespace in releases:
             lines.append(f"{name:<32} {version:<10} {namespace:<18} {chart}")
     # Rendered by the provider at preview/up (remote targets), so the plan shows what is pinned, not the objects.
-    directories = [r for r in run_order(run.resources) if r.type == KUSTOMIZE_DIRECTORY]
+    directories = [r for r in ordered if r.type == KUSTOMIZE_DIRECTORY]
     if directories:
         lines.append("")
         lines.append(f"{'kustomize target':<32} directory")
         lines += [f"{r.name:<32} {r.inputs.get('directory')}" for r in directories]
-    counts = Counter(r.type for r in run.resources)
+    counts = Counter(r.type for r in ordered)
     lines.append("")
     lines.append("resources by type: " + ", ".join(f"{t} {n}" for t, n in sorted(counts.items())))
     if manifests:

@@ -101,7 +101,14 @@ def preflight_step(node: NodeSpec) -> NodeStep:
     expect = node.gpu is not None
     title = "GPU preflight: devices, nouveau, host driver, kernel headers" if expect else "Look for NVIDIA GPUs"
     settings = {"EXPECT_GPU": str(expect).lower()}
-    return NodeStep(name=PREFLIGHT_STEP, title=title, script=render_script(PREFLIGHT_STEP, settings), settings=settings)
+    # Read-only and first on every node, before the preparation installs the library: it carries its own.
+    return NodeStep(
+        name=PREFLIGHT_STEP,
+        title=title,
+        script=render_script(PREFLIGHT_STEP, settings),
+        settings=settings,
+        embeds_lib=True,
+    )
 
 
 def node_driver_mode(spec: Spec, node: NodeSpec, result: PreflightResult | None) -> DriverMode:

@@ -10,7 +10,7 @@ from ..config.checks import version_tuple
 from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
 from . import images, kubeadm
-from .shell import NodeStep, render_script, script_source
+from .shell import NodeStep, merge_steps, render_script, script_source
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
 KERNEL_MODULES = ("overlay", "br_netfilter")
@@ -29,6 +29,7 @@ gpgkey=https://download.docker.com/linux/rhel/gpg"""
 DRAIN_TIMEOUT = "10m"
 NOT_READY_DRAIN_TIMEOUT = "1m"
 """Pods of a NotReady node never confirm they stopped: a drain waits only this long before the Node goes."""
+PREPARE_STEP = "prepare"
 
 
 def kubernetes_minor(spec: Spec) -> str:
@@ -118,6 +119,12 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     ]
 
 
+def prepare_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    """The preparation steps as the one command a node runs them in (they always run together, in order)."""
+    steps = prepare_steps(spec, node)
+    return merge_steps(PREPARE_STEP, f"Prepare the node: {len(steps)} steps", steps)
+
+
 def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
     return _step(
         "kubeadm-init",
@@ -133,6 +140,7 @@ def admin_kubeconfig_step() -> NodeStep:
         title="Read the admin kubeconfig",
         script=script_source("admin-kubeconfig.sh"),
         secret_stdout=True,
+        standalone=True,
     )
 
 

@@ -8,7 +8,8 @@ Use it (tests under tests/fleet/ get the fixtures from its conftest.py)::
         values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
         run = fleet_engine.up(values, secret)          # a real run: what changed runs over SSH, outputs flow
         run.raise_error()
-        assert run.step("w-1-containerd").stdout ...    # StepRun: host, step, rc, stdout (None if secret), times
+        assert step_output(run, "w-1", "containerd") ...   # steps.py: one step's lines inside w-1-prepare
+        assert run.step("w-1-kubeadm-join").rc == 0     # StepRun: host, step, rc, stdout (None if secret), times
         assert hosts["w-1"].calls("systemctl") ...      # stub calls in order: tool, argv, t0, t1, rc, hashes
         hosts["w-1"].sessions()                         # SSH sessions the host served, per mlcluster step
         hosts["w-1"].state()                            # packages, held, services, sysctl, swap, units

@@ -17,6 +17,7 @@ from ..conftest import load_spec
 from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, FleetHost, HostSpec
 from .measure import MEASUREMENTS, peak_concurrent_sessions, peak_overlap, sessions_per_step
+from .steps import prepared, step_output, step_outputs
 
 pytestmark = pytest.mark.fleet
 
@@ -109,8 +110,10 @@ def assert_a_second_run_changes_nothing(
     for step in second.steps:
         if step.step in SECRET_STEPS:
             continue
-        lines = (step.stdout or "").splitlines()
-        assert lines and all(line.startswith("ok: ") for line in lines), f"{step.resource}: {step.stdout}"
+        # Every node step, also each one inside a prepare command, printed something and only `ok:` lines.
+        for name, output in step_outputs(step).items():
+            lines = output.splitlines()
+            assert lines and all(line.startswith("ok: ") for line in lines), f"{step.resource} {name}: {output}"
     for name, host in hosts.hosts.items():
         new = host.calls()[before[name] :]
         changing = [
@@ -146,7 +149,9 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
     for name in ("cp-1", "w-1", "w-2"):
         host = hosts[name]
         order = [s["step"] for s in host.sessions() if s["event"] == "start"]
-        assert order[: len(PREPARE)] == PREPARE, f"{name} ran its steps out of order: {order}"
+        assert order[0] == "prepare", f"{name} ran another session before its preparation: {order}"
+        steps = list(step_outputs(prepared(first, name)))
+        assert steps[: len(PREPARE)] == PREPARE, f"{name} ran its steps out of order: {steps}"
         state = host.state()
         assert state["swap"] is False and "# disabled by mlcluster" in host.read("/etc/fstab")
         assert {p: state["packages"][p] for p in ("kubeadm", "kubelet", "kubectl")} == dict.fromkeys(
@@ -158,8 +163,8 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
         assert host.exists("/sys/module/br_netfilter") and host.exists("/etc/kubernetes/kubelet.conf")
         config = host.read("/etc/containerd/config.toml")
         assert "version = 2" in config and "SystemdCgroup = true" in config
-        # Every preparation step is one SSH session; sshd's own log agrees with the session recorder.
-        assert all(sessions_per_step(host)[step] == 1 for step in PREPARE), sessions_per_step(host)
+        # The whole preparation is one SSH session; sshd's own log agrees with the session recorder.
+        assert sessions_per_step(host)["prepare"] == 1, sessions_per_step(host)
         accepted = (host.dir / "sshd.log").read_text().count("Accepted publickey")
         assert accepted == sum(sessions_per_step(host).values())
     assert len(calls(hosts["cp-1"], "kubeadm", "init")) == 1
@@ -173,8 +178,8 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
     # The admin kubeconfig flowed from the control plane into the provider the platform layers use.
     (provider,) = [r for r in first.program.resources if r.type == "pulumi:providers:kubernetes"]
     assert provider.raw_inputs["kubeconfig"].strip() == hosts["cp-1"].read("/etc/kubernetes/admin.conf").strip()
-    # Independent hosts prepare at the same time: the three os steps overlap.
-    os_steps = [first.step(f"{n}-os") for n in ("cp-1", "w-1", "w-2")]
+    # Independent hosts prepare at the same time: the three prepare commands overlap.
+    os_steps = [prepared(first, n) for n in ("cp-1", "w-1", "w-2")]
     assert max(s.started for s in os_steps) < min(s.ended for s in os_steps)
 
     second = assert_a_second_run_changes_nothing(hosts, fleet_engine, values, secret)
@@ -226,7 +231,7 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     assert len(calls(hosts["cp-1"], "kubeadm", "token", "create")) == 1
     for name, family in (("cp-2", "rpm"), ("w-1", "rpm"), ("w-2", "rpm"), ("cp-3", "deb"), ("w-3", "deb")):
         host = hosts[name]
-        assert f"({family} family)" in run.step(f"{name}-os").stdout
+        assert f"({family} family)" in step_output(run, name, "os")
         installer = "dnf" if family == "rpm" else "apt-get"
         assert calls(host, installer, "install"), f"{name} installed nothing with {installer}"
         major = host.spec.containerd.split(".")[0]
@@ -267,11 +272,13 @@ def test_one_workers_failing_step_names_host_and_step_and_the_others_finish(flee
         engine.close()
     assert run.error is not None
     message = str(run.error)
-    # pulumi-command's text: the resource (named after its host), the step's command, what it printed.
-    assert message.startswith("command:remote:Command (w-2-containerd):"), message[:200]
-    assert " mlcluster-containerd" in message and "Failed to download metadata" in message
-    failed = run.step("w-2-containerd")
+    # pulumi-command's text: the resource (named after its host), the step's command, what it printed; the
+    # merged command names the step inside it that failed.
+    assert message.startswith("command:remote:Command (w-2-prepare):"), message[:200]
+    assert "error: step containerd failed" in message and "Failed to download metadata" in message, message
+    failed = prepared(run, "w-2")
     assert failed.rc != 0
+    assert list(step_outputs(failed)) == ["os", "swap", "kernel-modules", "sysctl", "containerd"]
     # Nothing after the failed step ran on w-2 (its join waits for it); everything else finished.
     after = [s.resource for s in run.steps if s.host == hosts["w-2"].address and s.started > failed.started]
     assert after == [], after
@@ -306,15 +313,15 @@ def test_unreachable_host_and_wrong_host_key_fail_within_seconds(fleet, fleet_en
     ghost = {**hosts["cp-1"].node("control-plane"), "host": hosts.unreachable_address()}
     values, secret = hosts.stack_values([ghost])
     run = fleet_engine.up(values, secret)
-    step = run.step("cp-1-os")
+    step = prepared(run, "cp-1")
     assert run.error is not None and step.ended - step.started < 5, step.ended - step.started
-    assert f"dial tcp {hosts.unreachable_address()}:22" in str(run.error) and "(cp-1-os)" in str(run.error)
+    assert f"dial tcp {hosts.unreachable_address()}:22" in str(run.error) and "(cp-1-prepare)" in str(run.error)
     MEASUREMENTS["unreachable host: seconds to the error"] = round(step.ended - step.started, 2)
 
     impostor = {**hosts["cp-1"].node("control-plane"), "hostKey": hosts["other"].host_key}
     values, secret = hosts.stack_values([impostor])
     run = fleet_engine.up(values, secret)
-    step = run.step("cp-1-os")
+    step = prepared(run, "cp-1")
     assert run.error is not None and step.ended - step.started < 5
     assert "Host key verification failed" in str(run.error) and hosts["cp-1"].address in str(run.error)
     assert hosts["cp-1"].sessions() == [], "a session was opened on a host whose key did not match"
@@ -343,7 +350,7 @@ def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
     bastion = hosts["bastion"]
     direct, secret = hosts.stack_values([hosts["cp-1"].node("control-plane")])
     refused = fleet_engine.up(direct, secret)
-    assert refused.error is not None and "cp-1-os" in str(refused.error), "cp-1 accepted a session without the bastion"
+    assert refused.error is not None and "cp-1-prepare" in str(refused.error), "cp-1 accepted a direct session"
 
     wrong_pin, secret = hosts.stack_values(
         [hosts["cp-1"].node("control-plane")],

@@ -18,6 +18,7 @@ from ..upstream import containerd_errors
 from .engine import FleetEngine
 from .gpu import give_gpus
 from .hosts import HostSpec
+from .steps import step_output
 
 pytestmark = pytest.mark.fleet
 
@@ -97,9 +98,9 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     assert second.program.outputs["gpu"].value["driverByNode"] == {"gpu-a": "preinstalled", "gpu-b": "operator"}
     assert labels_of(second, "gpu-a") == {"nvidia.com/gpu.deploy.driver": "false"}
     assert labels_of(second, "gpu-b") == {}
-    # containerd's config is the kubelet-tuning step's (docs/kubelet-tuning.md); its inputs did not change,
-    # so Pulumi did not run it again.
-    assert "gpu-a-kubelet-tuning" not in {s.resource for s in second.steps}
+    # containerd's config is the kubelet-tuning step's (docs/kubelet-tuning.md), inside gpu-a-prepare; its
+    # inputs did not change, so Pulumi did not run it again.
+    assert "gpu-a-prepare" not in {s.resource for s in second.steps}
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN
     assert hosts["gpu-a"].read("/etc/containerd/config.toml") == ours
 
@@ -113,7 +114,7 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     finally:
         state_lost.close()
     third.raise_error()
-    assert "changed: /etc/containerd/config.toml written" in (third.step("gpu-a-kubelet-tuning").stdout or "")
+    assert "changed: /etc/containerd/config.toml written" in step_output(third, "gpu-a", "kubelet-tuning")
     restored = hosts["gpu-a"].read("/etc/containerd/config.toml")
     assert restored == ours and imports_drop_in(restored)
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN

@@ -14,6 +14,7 @@ import pytest
 
 from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, FleetHost, HostSpec
+from .steps import prepared, step_output, step_outputs
 
 pytestmark = pytest.mark.fleet
 
@@ -104,8 +105,7 @@ def test_flags_line_on_deb_and_rpm_rerun_changes_nothing_day2_restarts_once_per_
     rerun = restart_counts(hosts, "kubelet")
     assert rerun == day1
     for name in env_file:
-        for step in ("kubelet-tuning", "kubelet-restart"):
-            out = second.step(f"{name}-{step}").stdout or ""
+        for out in (step_output(second, name, "kubelet-tuning"), second.step(f"{name}-kubelet-restart").stdout or ""):
             assert out and all(line.startswith("ok: ") for line in out.splitlines()), out
 
     containerd_before = restart_counts(hosts, "containerd")
@@ -151,7 +151,7 @@ def test_drop_in_from_1_30_day2_batches_of_half_the_workers_and_containerd_1_6_w
 
     values["kubelet"]["imageGCLowThresholdPercent"] = 65
     run = up(fleet_engine, values, secret)
-    warning = run.step("w-3-kubelet-tuning").stderr
+    warning = prepared(run, "w-3").stderr
     assert "warning: containerd 1.6.38 has no image_pull_progress_timeout" in warning
     after = restart_counts(hosts, "kubelet")
     assert {n: after[n] - day1[n] for n in after} == dict.fromkeys(after, 1)
@@ -174,7 +174,7 @@ def test_image_disk_formatted_only_when_blank_mounted_by_uuid_and_used_as_contai
     disk = {"device": DISK, "filesystem": "xfs", "mountPoint": "/var/lib/containerd"}
     nodes = [hosts["cp-1"].node("control-plane"), hosts["w-1"].node(imageDisk=disk), hosts["w-2"].node(imageDisk=disk)]
     values, secret = hosts.stack_values(nodes)
-    up(fleet_engine, values, secret)
+    first = up(fleet_engine, values, secret)
 
     assert [c["argv"] for c in hosts["w-1"].calls("mkfs")] == [["-t", "xfs", DISK]]
     assert hosts["w-2"].calls("mkfs") == []
@@ -186,7 +186,8 @@ def test_image_disk_formatted_only_when_blank_mounted_by_uuid_and_used_as_contai
         assert 'root = "/var/lib/containerd"' in host.read("/etc/containerd/config.toml")
         unit = host.read("/etc/systemd/system/containerd.service.d/50-mlcluster-image-disk.conf")
         assert "RequiresMountsFor=/var/lib/containerd" in unit
-        order = [s["step"] for s in host.sessions() if s["event"] == "start"]
+        # Inside the node's one prepare command, the disk is ready before containerd is installed.
+        order = list(step_outputs(prepared(first, name)))
         assert order.index("image-disk") < order.index("containerd"), order
 
     up(fleet_engine, values, secret)

@@ -1,0 +1,179 @@
+"""What a stack costs the engine: plan time, resources, stored state, dependency edges, checkpoint writes.
+
+Measured from the offline plan (the recording monitor's record of every RegisterResource, `plan.json`), each
+plan in a fresh process as a user runs it. The state model is what the engine stores per resource:
+its URN, type, parent and dependencies, its inputs, and its outputs — which for `remote.Command` and the
+Kubernetes resources repeat every input (pulumi-command's outputs embed its inputs; stdout/stderr are not
+known before `up` and are left out, so real states are larger by what the steps print). The checkpoint
+model is a first `up` on a DIY backend, which rewrites the whole state file after every step: the sum over
+steps (in run order) of the state size at that step.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .stacks import generated_values, scaled_onprem_config
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Footprint:
+    nodes: int
+    resources: int
+    custom_resources: int
+    state_bytes: int
+    dependency_edges: int
+    checkpoint_bytes: int
+    """Bytes a first `up` on a DIY backend writes: one whole-state rewrite per step."""
+
+    def per_node(self, value: int) -> float:
+        return value / self.nodes
+
+
+@dataclass(frozen=True)
+class PlanMeasure:
+    footprint: Footprint
+    wall_seconds: float
+    cpu_seconds: float
+
+
+def stored_state(entry: Mapping[str, Any]) -> int:
+    """Bytes one plan.json resource takes in a checkpoint (compact JSON, as the engine writes it)."""
+    custom = entry["type"].split(":")[0] not in {"mlcluster", "pulumi"}
+    record = {
+        "urn": entry["urn"],
+        "type": entry["type"],
+        "parent": entry["parent"],
+        "dependencies": entry["dependsOn"],
+        "inputs": entry["inputs"],
+        # Components record only what they register as outputs; custom resources echo their inputs.
+        "outputs": entry["inputs"] if custom else {},
+    }
+    return len(json.dumps(record, separators=(",", ":")).encode())
+
+
+def footprint(document: Mapping[str, Any], nodes: int) -> Footprint:
+    entries = document["resources"]
+    sizes = [stored_state(e) for e in entries]
+    checkpoint, state = 0, 0
+    for size in sizes:
+        state += size
+        checkpoint += state
+    return Footprint(
+        nodes=nodes,
+        resources=len(entries),
+        custom_resources=sum(1 for e in entries if e["type"].split(":")[0] not in {"mlcluster", "pulumi"}),
+        state_bytes=state,
+        dependency_edges=sum(len(e["dependsOn"]) for e in entries),
+        checkpoint_bytes=checkpoint,
+    )
+
+
+def write_stack_file(config: Mapping[str, Any], folder: Path, name: str) -> Path:
+    path = folder / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": dict(config)}, sort_keys=False))
+    return path
+
+
+def generated_config(nodes: int) -> dict[str, Any]:
+    config = {f"mlcluster:{k}": v for k, v in generated_values(nodes).items()}
+    # The key is a placeholder, but plans refuse plaintext keys: mark it as an encrypted value.
+    config["mlcluster:ssh"]["privateKey"] = {"secure": "v1:benchmark-placeholder"}
+    return config
+
+
+STACKS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "generated": generated_config,
+    "onprem": scaled_onprem_config,
+}
+
+
+def measure(stack: str, nodes: int, project: Path = PROJECT) -> PlanMeasure:
+    """Plan `stack` scaled to `nodes` in a fresh process of the project at `project`; wall and CPU seconds."""
+    with tempfile.TemporaryDirectory() as folder:
+        stack_file = write_stack_file(STACKS[stack](nodes), Path(folder), f"{stack}{nodes}")
+        out = Path(folder) / "plan"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "components.plan", "--stack-file", str(stack_file), "--out", str(out)],
+            cwd=project,
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        document = json.loads((out / "plan.json").read_text())
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return PlanMeasure(footprint(document, nodes), wall, cpu)
+
+
+def table(rows: list[tuple[str, PlanMeasure]]) -> str:
+    lines = [
+        "| stack | nodes | plan wall s | plan CPU s | resources (per node) | custom (per node) |"
+        " state KB (per node) | dependency edges (per node) | DIY checkpoint writes, first up |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for stack, m in rows:
+        f = m.footprint
+        lines.append(
+            f"| {stack} | {f.nodes} | {m.wall_seconds:.1f} | {m.cpu_seconds:.1f} |"
+            f" {f.resources} ({f.per_node(f.resources):.2f}) |"
+            f" {f.custom_resources} ({f.per_node(f.custom_resources):.2f}) |"
+            f" {f.state_bytes / 1e3:,.0f} ({f.per_node(f.state_bytes) / 1e3:.1f}) |"
+            f" {f.dependency_edges} ({f.per_node(f.dependency_edges):.1f}) | {human_bytes(f.checkpoint_bytes)} |"
+        )
+    return "\n".join(lines)
+
+
+def human_bytes(count: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if count < 1000:
+            return f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} PB"
+
+
+# Typical durations of the bootstrap's commands on a real node (seconds): the preparation (package index,
+# containerd and Kubernetes packages, tuning), kubeadm init and join.
+PREPARE_SECONDS = 60
+INIT_SECONDS = 60
+JOIN_SECONDS = 30
+
+
+def bootstrap_seconds(nodes: int, parallel: int, control_planes: int = 3) -> int:
+    """A first `up` with `--parallel` steps at a time: every node prepares (parallel at a time), the first
+    control plane inits, the other control planes join one by one, the workers `parallel` at a time."""
+    waves = -(-nodes // parallel)
+    workers = max(0, nodes - control_planes)
+    return (
+        waves * PREPARE_SECONDS
+        + INIT_SECONDS
+        + (min(control_planes, nodes) - 1) * JOIN_SECONDS
+        + -(-workers // parallel) * JOIN_SECONDS
+    )
+
+
+def parallel_table(sizes: list[int], parallels: tuple[int, ...] = (8, 64, 256)) -> str:
+    lines = [
+        "| nodes | " + " | ".join(f"--parallel {p}" for p in parallels) + " |",
+        "|---:|" + "---:|" * len(parallels),
+    ]
+    for nodes in sizes:
+        cells = [f"{bootstrap_seconds(nodes, p) / 60:.0f} min" for p in parallels]
+        lines.append(f"| {nodes} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
