@@ -15,16 +15,21 @@ import pulumi_kubernetes as k8s
 from .config.spec import Spec
 from .platform_layer import PlatformLayer
 from .render.gpu_operator import (
+    DECIDED_BY_ANNOTATION,
+    DRIVER_DEPLOY_LABEL,
     DriverMode,
     PreflightResult,
     chart_driver_enabled,
     config_warnings,
     dra_driver_release,
+    driver_label,
     driver_root,
     gpu_node_labels,
     gpu_nodes,
     gpu_operator_release,
     node_driver_mode,
+    planned_gpu_labels,
+    waits_on_preflight,
 )
 
 
@@ -55,9 +60,7 @@ class GpuOperator(PlatformLayer):
             return {n.name: node_driver_mode(spec, n, (results or {}).get(n.name)) for n in nodes}
 
         # Plain values when no node's driver depends on the preflight: the plan then shows them.
-        needs_preflight = preflight is not None and any(
-            (n.gpu is not None and (n.gpu.driver or spec.gpu_operator.driver) == "auto") for n in nodes
-        )
+        needs_preflight = preflight is not None and any(waits_on_preflight(spec, n) for n in nodes)
         modes: pulumi.Output[dict[str, DriverMode]] | dict[str, DriverMode]
         if needs_preflight and preflight is not None:
             modes = preflight.apply(modes_from)
@@ -68,13 +71,18 @@ class GpuOperator(PlatformLayer):
 
         labelled: list[pulumi.Resource] = []
         for node in nodes:
-            labels = pulumi.Output.from_input(modes).apply(
-                lambda m, node=node: gpu_node_labels(spec, node, m[node.name])  # type: ignore[misc]
-            )
+            metadata: dict[str, Any] = {"name": node.name}
+            if isinstance(modes, dict) or not waits_on_preflight(spec, node):
+                metadata["labels"] = gpu_node_labels(spec, node, node_driver_mode(spec, node, None))
+            else:
+                # Only the driver label waits on the preflight; the stack's own labels stay plain in the plan.
+                decided = modes.apply(lambda m, name=node.name: driver_label(m[name]))  # type: ignore[misc]
+                metadata["labels"] = {**planned_gpu_labels(node), DRIVER_DEPLOY_LABEL: decided}
+                metadata["annotations"] = {DECIDED_BY_ANNOTATION: f"{DRIVER_DEPLOY_LABEL} ({node.name}-gpu-preflight)"}
             labelled.append(
                 k8s.core.v1.NodePatch(
                     f"{node.name}-gpu-labels",
-                    metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=node.name, labels=labels),
+                    metadata=k8s.meta.v1.ObjectMetaPatchArgs(**metadata),
                     opts=self.child_options(),
                 )
             )
