@@ -43,6 +43,7 @@ docs: setup
 	$(BIN)/python -m components.config.reference --write README.md
 	$(BIN)/python -m components.render.kubelet_placement --write docs/kubelet-tuning.md
 	$(BIN)/python -m components.config.providers --write docs/cloud.md
+	$(BIN)/python -m tests.docs_facts --write
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

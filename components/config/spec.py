@@ -144,7 +144,9 @@ class NodeSpec:
     host: str = setting(doc="IP address or DNS name reached over SSH.", check=checks.host)
     roles: tuple[Role, ...] = setting(doc="`control-plane` and/or `worker`.")
     host_key: str | None = setting(
-        None, doc="Pinned SSH host key (`ssh-keyscan -t ed25519 HOST`).", check=checks.ssh_public_key
+        None,
+        doc="Pinned SSH host key (`ssh-keyscan -t ed25519 HOST`); required unless `ssh.insecureIgnoreHostKeys`.",
+        check=checks.ssh_public_key,
     )
     user: str | None = setting(None, doc="SSH user for this node (default ssh.user).")
     port: int | None = setting(None, doc="SSH port for this node (default ssh.port).", check=checks.between(1, 65535))
