@@ -68,6 +68,16 @@ def readme_table_column(header: str) -> list[str]:
     raise LookupError(f"README.md has no table with a column {header!r}")
 
 
+def fleet_wall_seconds(run: str) -> Callable[[], str]:
+    """A bootstrap benchmark's wall time, rounded as prose states it, from the README's table."""
+
+    def wall() -> str:
+        rows = dict(zip(readme_table_column("run"), readme_table_column("wall s"), strict=True))
+        return str(round(float(rows[run])))
+
+    return wall
+
+
 def peak_sessions_per_host() -> str:
     return str(max(int(v.strip("*")) for v in readme_table_column("peak sessions per host")))
 
@@ -77,6 +87,8 @@ FACTS: dict[str, Callable[[], str]] = {
     "fleet-tests": lambda: str(sum(1 for t in collected_tests() if t.startswith("tests/fleet/"))),
     "gpu-taint-providers": gpu_taint_providers,
     "peak-sessions-per-host": peak_sessions_per_host,
+    "fleet-wall-1-1": fleet_wall_seconds("1 CP + 1 worker"),
+    "fleet-wall-1-16": fleet_wall_seconds("1 CP + 16 workers"),
 }
 
 
