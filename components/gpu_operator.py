@@ -17,6 +17,7 @@ from .platform_layer import PlatformLayer
 from .render.gpu_operator import (
     DECIDED_BY_ANNOTATION,
     DRIVER_DEPLOY_LABEL,
+    PREFLIGHT_STEP,
     DriverMode,
     PreflightResult,
     chart_driver_enabled,
@@ -78,7 +79,9 @@ class GpuOperator(PlatformLayer):
                 # Only the driver label waits on the preflight; the stack's own labels stay plain in the plan.
                 decided = modes.apply(lambda m, name=node.name: driver_label(m[name]))  # type: ignore[misc]
                 metadata["labels"] = {**planned_gpu_labels(node), DRIVER_DEPLOY_LABEL: decided}
-                metadata["annotations"] = {DECIDED_BY_ANNOTATION: f"{DRIVER_DEPLOY_LABEL} ({node.name}-gpu-preflight)"}
+                metadata["annotations"] = {
+                    DECIDED_BY_ANNOTATION: f"{DRIVER_DEPLOY_LABEL} ({node.name}-{PREFLIGHT_STEP})"
+                }
             labelled.append(
                 k8s.core.v1.NodePatch(
                     f"{node.name}-gpu-labels",
