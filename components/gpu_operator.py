@@ -16,16 +16,22 @@ from .config.spec import Spec
 from .gpu_preflight import GpuPreflight
 from .platform_layer import PlatformLayer
 from .render.gpu_operator import (
+    DECIDED_BY_ANNOTATION,
+    DRIVER_DEPLOY_LABEL,
+    PREFLIGHT_STEP,
     DriverMode,
     PreflightResult,
     chart_driver_enabled,
     config_warnings,
     dra_driver_release,
+    driver_label,
     driver_root,
     gpu_node_labels,
     gpu_nodes,
     gpu_operator_release,
     node_driver_mode,
+    planned_gpu_labels,
+    waits_on_preflight,
 )
 
 
@@ -56,9 +62,7 @@ class GpuOperator(PlatformLayer):
             return {n.name: node_driver_mode(spec, n, (results or {}).get(n.name)) for n in nodes}
 
         # Plain values when no node's driver depends on the preflight: the plan then shows them.
-        needs_preflight = preflight is not None and any(
-            (n.gpu is not None and (n.gpu.driver or spec.gpu_operator.driver) == "auto") for n in nodes
-        )
+        needs_preflight = preflight is not None and any(waits_on_preflight(spec, n) for n in nodes)
         modes: pulumi.Output[dict[str, DriverMode]] | dict[str, DriverMode]
         if needs_preflight and preflight is not None:
             modes = preflight.results.apply(modes_from)
@@ -69,22 +73,24 @@ class GpuOperator(PlatformLayer):
 
         labelled: list[pulumi.Resource] = []
         for node in nodes:
-            # From this node's own preflight only: a label patch that waited on every node's preflight made
-            # each GPU node depend on every node (most of a 1,000-node plan's dependency edges).
-            mode: pulumi.Output[DriverMode] | DriverMode
-            if needs_preflight and preflight is not None:
-                mode = preflight.by_node[node.name].apply(
-                    lambda r, node=node: node_driver_mode(spec, node, r)  # type: ignore[misc]
-                )
+            metadata: dict[str, Any] = {"name": node.name}
+            if not needs_preflight or preflight is None or not waits_on_preflight(spec, node):
+                metadata["labels"] = gpu_node_labels(spec, node, node_driver_mode(spec, node, None))
             else:
-                mode = node_driver_mode(spec, node, None)
-            labels = pulumi.Output.from_input(mode).apply(
-                lambda m, node=node: gpu_node_labels(spec, node, m)  # type: ignore[misc]
-            )
+                # Only the driver label waits, and on this node's own preflight only: a label patch that waited
+                # on every node's preflight made each GPU node depend on every node (most of a 1,000-node plan's
+                # dependency edges). The stack's own labels stay plain in the plan.
+                decided = preflight.by_node[node.name].apply(
+                    lambda r, node=node: driver_label(node_driver_mode(spec, node, r))  # type: ignore[misc]
+                )
+                metadata["labels"] = {**planned_gpu_labels(node), DRIVER_DEPLOY_LABEL: decided}
+                metadata["annotations"] = {
+                    DECIDED_BY_ANNOTATION: f"{DRIVER_DEPLOY_LABEL} ({node.name}-{PREFLIGHT_STEP})"
+                }
             labelled.append(
                 k8s.core.v1.NodePatch(
                     f"{node.name}-gpu-labels",
-                    metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=node.name, labels=labels),
+                    metadata=k8s.meta.v1.ObjectMetaPatchArgs(**metadata),
                     opts=self.child_options(),
                 )
             )

@@ -7,6 +7,7 @@ own virtualenv, where the project's code is not importable.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -284,6 +285,8 @@ def _first_control_plane_protected(args: StackValidationArgs, report: ReportViol
 
 GPU = "nvidia.com/gpu"
 GPU_COUNT_LABEL = "mlcluster.io/gpu-count"
+DECLARED_GPUS_ANNOTATION = "mlcluster.io/declared-gpus"
+"""kueue.inventory of a stack without nodes, on its flavor: {"nvidia.com/gpu": 32} (components/render/kueue.py)."""
 _NODE_LABELS = re.compile(r"name: node-labels\s*\n\s*value: ['\"]?([^\s'\"]+)")
 
 
@@ -314,18 +317,38 @@ def node_inventory(args: StackValidationArgs) -> list[tuple[dict[str, str], int]
     return nodes
 
 
+def declared_inventory(flavors: Sequence[Any]) -> dict[str, int]:
+    """GPUs per flavor that the stack declared (kueue.inventory), read from the flavors' annotation."""
+    declared = {}
+    for flavor in flavors:
+        metadata = _get(flavor.props, "metadata")
+        text = _get(_get(metadata, "annotations"), DECLARED_GPUS_ANNOTATION)
+        try:
+            count = _int(json.loads(text).get(GPU)) if isinstance(text, str) else None
+        except (ValueError, AttributeError):
+            count = None
+        if count is not None:
+            declared[str(_get(metadata, "name"))] = count
+    return declared
+
+
 def _kueue_quotas_within_inventory(args: StackValidationArgs, report: ReportViolation) -> None:
     queues = _kueue_objects(args, "ClusterQueue")
     if not queues:
         return
+    flavor_objects = _kueue_objects(args, "ResourceFlavor")
     flavors = {
         _get(_get(f.props, "metadata"), "name"): dict(_get(_get(f.props, "spec"), "nodeLabels") or {})
-        for f in _kueue_objects(args, "ResourceFlavor")
+        for f in flavor_objects
     }
-    configured = args.get_config().get("gpuInventory")
+    # The policy config wins over the stack's declaration: it is the operator's word on a cluster it knows.
+    configured = {**declared_inventory(flavor_objects), **(args.get_config().get("gpuInventory") or {})}
     nodes = node_inventory(args)
     if not nodes and not configured:
-        args.not_applicable("no node inventory in this stack: set the policy config gpuInventory {flavor: GPUs}")
+        args.not_applicable(
+            "no node inventory in this stack: declare kueue.inventory, or set the policy config gpuInventory"
+            " {flavor: GPUs}"
+        )
     quota: dict[str, int] = {}
     for queue in queues:
         for group in _items(_get(_get(queue.props, "spec"), "resourceGroups")):
@@ -336,7 +359,7 @@ def _kueue_quotas_within_inventory(args: StackValidationArgs, report: ReportViol
                         name = str(_get(flavor, "name"))
                         quota[name] = quota.get(name, 0) + amount
     for flavor, total in sorted(quota.items()):
-        if isinstance(configured, Mapping) and flavor in configured:
+        if flavor in configured:
             capacity = int(configured[flavor])
         else:
             wanted = flavors.get(flavor, {})

@@ -113,7 +113,7 @@ def test_mount_point_is_refused_by_key_or_fits_both_files(value: str) -> None:
 
 
 def test_the_mount_point_injection_is_refused() -> None:
-    hostile = "/var/lib/containerd\n[Service]\nExecStartPre=/bin/sh -c 'id > /tmp/owned'"
+    hostile = "/var/lib/containerd\n[Service]\nExecStartPre=/bin/sh -c 'id > /etc/owned'"
     # What the drop-in would read as if the value were written: a root command at the next containerd start.
     assert ("Service", "ExecStartPre", []) in systemd_directives(DROP_IN.replace("$mount_point", hostile))
     assert formats.systemd_path(hostile) is not None and formats.mount_path(hostile) is not None

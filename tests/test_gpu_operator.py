@@ -258,7 +258,7 @@ def node_patch_labels(run: Any, node: str) -> dict[str, str]:
 
 SCENARIOS = [
     ("preinstalled-driver", "gpu-preinstalled", "auto", False, {"nvidia.com/gpu.deploy.driver": "false"}),
-    ("no-host-driver", "gpu-bare", "auto", True, {}),
+    ("no-host-driver", "gpu-bare", "auto", True, {"nvidia.com/gpu.deploy.driver": "true"}),
     ("operator-forced-over-a-host-driver", "gpu-preinstalled", "operator", True, {}),
     (
         "preinstalled-forced-on-a-bare-host",
@@ -298,7 +298,7 @@ def test_mixed_fleet_keeps_the_operator_driver_off_preinstalled_nodes(tmp_path) 
     run = run_with_preflight(values, stdout)
     assert release_values(run)["driver"]["enabled"] is True
     assert node_patch_labels(run, "gpu-1") == {"nvidia.com/gpu.deploy.driver": "false"}
-    assert node_patch_labels(run, "gpu-2") == {}
+    assert node_patch_labels(run, "gpu-2") == {"nvidia.com/gpu.deploy.driver": "true"}
 
 
 def test_cpu_node_with_an_nvidia_gpu_is_reported_by_name(tmp_path, caplog) -> None:
@@ -335,7 +335,12 @@ def test_preview_shows_the_driver_as_computed_only_when_it_waits_on_the_prefligh
     [release] = [r for r in auto.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
     assert release.inputs["values"]["driver"]["enabled"] == COMPUTED
     assert release.inputs["values"]["mig"] == {"strategy": "none"}
-    assert auto.named("gpu-1-gpu-labels").inputs["metadata"]["labels"] == COMPUTED
+    # Only the driver label waits on the preflight, and the node's annotation says so.
+    assert auto.named("gpu-1-gpu-labels").inputs["metadata"] == {
+        "name": "gpu-1",
+        "labels": {"nvidia.com/gpu.deploy.driver": COMPUTED},
+        "annotations": {"mlcluster.io/decided-by-gpu-preflight": "nvidia.com/gpu.deploy.driver (gpu-1-gpu-preflight)"},
+    }
     assert [c.name for c in auto.of_type("command:remote:Command") if c.name.endswith("-gpu-preflight")] == [
         f"{n}-gpu-preflight" for n in ("cp-1", "cp-2", "cp-3", "cpu-1", "cpu-2", "gpu-1", "gpu-2", "gpu-3", "gpu-4")
     ]
@@ -344,11 +349,32 @@ def test_preview_shows_the_driver_as_computed_only_when_it_waits_on_the_prefligh
     forced = run_stack(values=values, secret=secret)
     [release] = [r for r in forced.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
     assert release.inputs["values"]["driver"]["enabled"] is True
-    assert forced.named("gpu-1-gpu-labels").inputs["metadata"]["labels"] == {}
+    assert forced.named("gpu-1-gpu-labels").inputs["metadata"] == {"name": "gpu-1", "labels": {}}
     cloud = run_stack("cloud")
     [release] = [r for r in cloud.of_type("kubernetes:helm.sh/v3:Release") if r.name == "gpu-operator"]
     assert release.inputs["values"]["driver"]["enabled"] is False
     assert not [c for c in cloud.resources if c.name.endswith("-gpu-preflight")]
+
+
+def test_mig_and_time_slicing_labels_are_planned_values_beside_a_driver_label_that_waits(run_stack) -> None:
+    from components.plan.engine import COMPUTED
+
+    values, secret = stack_values("onprem")
+    gpu_1 = next(n for n in values["nodes"] if n["name"] == "gpu-1")
+    gpu_1["gpu"] = {**gpu_1["gpu"], "migConfig": "all-1g.10gb", "timeSlicingReplicas": 4}
+    gpu_2 = next(n for n in values["nodes"] if n["name"] == "gpu-2")
+    gpu_2["gpu"] = {**gpu_2["gpu"], "migConfig": "all-3g.40gb", "driver": "preinstalled"}
+    run = run_stack(values=values, secret=secret)
+    assert run.named("gpu-1-gpu-labels").inputs["metadata"]["labels"] == {
+        "nvidia.com/mig.config": "all-1g.10gb",
+        "nvidia.com/device-plugin.config": "time-slicing-4",
+        "nvidia.com/gpu.deploy.driver": COMPUTED,
+    }
+    # A node whose driver the stack fixes waits on nothing, beside nodes that do.
+    assert run.named("gpu-2-gpu-labels").inputs["metadata"] == {
+        "name": "gpu-2",
+        "labels": {"nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/gpu.deploy.driver": "false"},
+    }
 
 
 def tolerates(toleration: dict[str, str], taint: str) -> bool:

@@ -115,3 +115,17 @@ def test_cloud_plan(tmp_path: Path) -> None:
     types = {r["type"] for r in document["resources"]}
     assert "command:remote:Command" not in types
     assert not (tmp_path / "nodes").exists()
+
+
+def test_the_one_machine_lab_example_plans_as_control_plane_and_gpu_worker(tmp_path: Path) -> None:
+    result = plan("--stack", "lab", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert list(document["placement"]) == ["lab-1"]
+    steps = [r["name"] for r in document["resources"] if r["type"] == "command:remote:Command"]
+    assert "lab-1-kubeadm-init" in steps and "lab-1-gpu-preflight" in steps
+    assert not [s for s in steps if s.endswith("kubeadm-join")], "the only machine initialises, it joins nothing"
+    init = list(yaml.safe_load_all((tmp_path / "configs" / "kubeadm-init.v1beta4.lab-1.yaml").read_text()))
+    taints = init[0]["nodeRegistration"].get("taints") or []
+    # Control plane and worker on one machine: no control-plane NoSchedule taint, or nothing would run on it.
+    assert not [t for t in taints if t["key"] == "node-role.kubernetes.io/control-plane"], taints

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components.plan.diff import COMMAND, RELEASE, diff_plans, render
-from components.plan.writer import plan_document
+from components.plan.writer import host_key_fingerprint, plan_document
 
 from .conftest import PROJECT, load_spec, stack_values
 from .test_plan_cli import plan
@@ -261,3 +261,123 @@ def test_compare_with_no_plan_exits_2(tmp_path: Path) -> None:
     result = plan("--stack", "onprem", "--out", str(tmp_path / "out"), "--compare", str(tmp_path / "missing"))
     assert result.returncode == 2 and "holds no plan.json" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+# Host keys and the fingerprints `ssh-keygen -lf` printed for them.
+KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHG1+hK5IaqEerF+AQ1yDD+AXmnNtbw5meP4ib0ETJ0w"
+FINGERPRINT_A = "SHA256:apDFVJPchTb3Iz80jKjwaQ6lyZldwgkFc4A6BPADUso"
+KEY_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAzRmcgPphu8I1o6CZndFCtsZvC+Xgur5XzQP2Cfo2bd"
+FINGERPRINT_B = "SHA256:toerEyYar+xD3EnDJEnuL+C9OJuiqY6OX67WGf4cWeU"
+
+
+def test_host_key_fingerprints_are_the_ones_ssh_keygen_prints() -> None:
+    assert host_key_fingerprint(KEY_A) == FINGERPRINT_A and host_key_fingerprint(KEY_B) == FINGERPRINT_B
+    assert host_key_fingerprint(f"{KEY_A} root@cp-1") == FINGERPRINT_A
+    assert host_key_fingerprint(None) is None and host_key_fingerprint("ssh-ed25519 not*base64") == "(not a public key)"
+
+
+def set_node(index: int, **fields: Any) -> Callable[[dict[str, Any]], None]:
+    def apply(values: dict[str, Any]) -> None:
+        values["nodes"][index].update(fields)
+
+    return apply
+
+
+def set_ssh(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    def apply(values: dict[str, Any]) -> None:
+        values["ssh"].update(fields)
+
+    return apply
+
+
+def with_bastion(host: str = "10.20.0.2") -> Callable[[dict[str, Any]], None]:
+    def apply(values: dict[str, Any]) -> None:
+        values["ssh"]["bastion"] = {"host": host, "user": "jump", "hostKey": KEY_B}
+        # A bastion carries SSH only: the provider needs an API address this machine reaches.
+        values["cluster"]["apiAddress"] = "127.0.0.1:6443"
+
+    return apply
+
+
+EVERY_NODE: set[str] = set()
+"""Stands for all of the stack's nodes in the cases below."""
+
+# (case, change before, change after, nodes whose placement changes, changed facts shown for each)
+PLACEMENT_CASES: list[tuple[str, Any, Callable[[dict[str, Any]], None], set[str], list[str]]] = [
+    ("node address", None, set_node(5, host="10.20.0.131"), {"gpu-1"}, ["~ host: 10.20.0.31 -> 10.20.0.131"]),
+    ("node port", None, set_node(5, port=2222), {"gpu-1"}, ["~ port: 22 -> 2222"]),
+    ("node user", None, set_node(5, user="deploy"), {"gpu-1"}, ["~ user: ubuntu -> deploy"]),
+    ("ssh user", None, set_ssh(user="admin"), EVERY_NODE, ["~ user: ubuntu -> admin"]),
+    ("ssh port", None, set_ssh(port=2200), EVERY_NODE, ["~ port: 22 -> 2200"]),
+    (
+        "node host key",
+        set_node(5, hostKey=KEY_B),
+        set_node(5, hostKey=KEY_A),
+        {"gpu-1"},
+        [f"~ hostKey: {FINGERPRINT_B} -> {FINGERPRINT_A}"],
+    ),
+    (
+        "bastion added",
+        None,
+        with_bastion(),
+        EVERY_NODE,
+        [
+            "+ bastion.host: 10.20.0.2",
+            f"+ bastion.hostKey: {FINGERPRINT_B}",
+            "+ bastion.port: 22",
+            "+ bastion.user: jump",
+        ],
+    ),
+    (
+        "bastion address",
+        with_bastion(),
+        with_bastion("10.20.0.3"),
+        EVERY_NODE,
+        ["~ bastion.host: 10.20.0.2 -> 10.20.0.3"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "before", "after", "nodes", "shown"), PLACEMENT_CASES, ids=[c[0] for c in PLACEMENT_CASES]
+)
+def test_a_changed_ssh_target_shows_per_node_and_reruns_its_steps(run_stack, case, before, after, nodes, shown) -> None:  # noqa: PLR0917
+    values, secret = stack_values("onprem")
+    if before is not None:
+        before(values)
+    old = program_plan(run_stack, values, secret)
+    changed = copy.deepcopy(values)
+    after(changed)
+    new = program_plan(run_stack, changed, secret)
+    expected = nodes or {n["name"] for n in values["nodes"]}
+    assert set(new["placement"]) == {n["name"] for n in values["nodes"]}
+    diff = diff_plans(old, new)
+    assert {node: [str(c) for c in keys] for node, keys in diff.placement.items()} == dict.fromkeys(expected, shown)
+    # The connection is an input of every step on the node: `up` runs each of them again, on the new target.
+    steps_on = {
+        (r["runsOn"], r["name"].removeprefix(f"{r['runsOn']}-"))
+        for r in new["resources"]
+        if r["type"] == COMMAND
+        and r["runsOn"] in expected
+        # ignoreChanges on the connection (the admin kubeconfig): Pulumi keeps the recorded value, no re-run.
+        and "connection" not in r["options"].get("ignoreChanges", [])
+    }
+    assert steps_on and {(c.node, c.step) for c in diff.steps} == steps_on
+    assert {(c.kind, c.why) for c in diff.steps} == {("re-runs", "connection changed")}
+    assert values["ssh"]["privateKey"] not in json.dumps(new)
+
+
+def test_plan_placement_has_no_secret_and_says_when_host_keys_are_not_pinned(run_stack) -> None:
+    values, secret = stack_values("onprem")
+    values["ssh"]["insecureIgnoreHostKeys"] = True
+    del values["nodes"][0]["hostKey"]
+    document = program_plan(run_stack, values, secret)
+    assert values["ssh"]["privateKey"] not in json.dumps(document)
+    assert document["placement"]["cp-1"] == {
+        "host": "10.20.0.11",
+        "port": 22,
+        "user": "ubuntu",
+        "hostKey": "not pinned (insecureIgnoreHostKeys)",
+    }
+    assert document["placement"]["cp-2"]["hostKey"] == host_key_fingerprint(values["nodes"][1]["hostKey"])
+    assert document["placement"]["cp-2"]["hostKey"].startswith("SHA256:")

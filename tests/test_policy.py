@@ -297,6 +297,31 @@ def test_cloud_stack_passes_and_node_policies_do_not_apply() -> None:
     ]
 
 
+def declare_h100s(values: dict[str, Any]) -> None:
+    values.pop("workloads")  # they would need a team queue of their own
+    values["kueue"] = {
+        "enabled": True,
+        "inventory": [{"model": "H100-80GB", "count": 16}],
+        "teams": [{"name": "llm", "quotas": [{"flavor": "h100-80gb", "nominal": {"nvidia.com/gpu": 16}}]}],
+    }
+
+
+def test_a_declared_kueue_inventory_is_what_the_policy_checks_quotas_against() -> None:
+    resources = program("cloud", declare_h100s)
+    assert check("kueue-quotas-within-inventory", resources) == Outcome([], None)
+    # A quota the stack did not declare GPUs for (added beside the program's) is over its declared 16.
+    over = check("kueue-quotas-within-inventory", [*resources, cluster_queue("extra", 8, "h100-80gb")])
+    assert over.violations == [
+        "stack: ClusterQueues give flavor h100-80gb 24 nvidia.com/gpu of nominal quota, but its nodes have 16"
+    ]
+    # The policy config is the operator's word on the cluster and wins over the declaration.
+    assert check("kueue-quotas-within-inventory", resources, {"gpuInventory": {"h100-80gb": 8}}).violations
+    # Without the flavor's annotation the policy has no inventory to read.
+    stripped = [r for r in resources if not r.type.endswith(":ResourceFlavor")]
+    stripped += [kueue("ResourceFlavor", "h100-80gb", {"nodeLabels": {"mlcluster.io/gpu-model": "H100-80GB"}})]
+    assert "kueue.inventory" in str(check("kueue-quotas-within-inventory", stripped).not_applicable)
+
+
 def test_policy_pack_files() -> None:
     pack = yaml.safe_load((PROJECT / "policy" / "PulumiPolicy.yaml").read_text())
     assert pack["runtime"]["name"] == "python" and pack["version"]

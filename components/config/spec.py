@@ -172,7 +172,8 @@ class NodeSpec:
     roles: tuple[Role, ...] = setting(doc="`control-plane` and/or `worker`.")
     host_key: str | None = setting(
         None,
-        doc="Pinned SSH host key (`ssh-keyscan -t ed25519 HOST`; a pasted `HOST ssh-ed25519 AAAA…` line is fine).",
+        doc="Pinned SSH host key (`ssh-keyscan -t ed25519 HOST`; a pasted `HOST ssh-ed25519 AAAA…` line is fine);"
+        " required unless `ssh.insecureIgnoreHostKeys`.",
         check=formats.ssh_host_key,
     )
     user: str | None = setting(None, doc="SSH user for this node (default ssh.user).", check=formats.user_name)

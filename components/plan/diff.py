@@ -6,7 +6,9 @@
 Resources are matched by URN less the stack (names carry no position, so an inserted step does not rename the others).
 A node step whose script changed re-runs on `up`; a step whose `triggers` changed is replaced (its on-delete
 script runs, then the step); release changes are shown as chart/version and values keys. Secret inputs are
-"[secret]" in both plans, so a changed secret does not show here.
+"[secret]" in both plans, so a changed secret does not show here. The SSH connection is one secret input (it holds
+the private key); its non-secret facts (host, port, user, bastion, host-key fingerprint) are compared from the plans'
+`placement` and each step's `connection`: a step whose connection changed runs again on `up`, on the new target.
 """
 
 from __future__ import annotations
@@ -88,10 +90,12 @@ class PlanDiff:
     releases: list[ReleaseChange]
     resources: list[ResourceChange]
     outputs: list[KeyChange]
+    placement: dict[str, list[KeyChange]] = field(default_factory=dict)
+    """Per node: changed connection facts (host, port, user, hostKey, bastion.*)."""
 
     @property
     def empty(self) -> bool:
-        return not (self.steps or self.releases or self.resources or self.outputs)
+        return not (self.steps or self.releases or self.resources or self.outputs or self.placement)
 
     def steps_by_node(self) -> dict[str, list[StepChange]]:
         grouped: dict[str, list[StepChange]] = {}
@@ -183,6 +187,11 @@ def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange |
     old_inputs, new_inputs = old["inputs"], new["inputs"]
     inputs = input_changes(old, new)
     changed = {c.key.split(".")[0].split("[")[0] for c in inputs}
+    # The connection input is one secret on the wire; its facts tell whether it changed (any change re-runs).
+    if not _under("connection", list(new["options"].get("ignoreChanges") or [])) and key_changes(
+        old.get("connection"), new.get("connection")
+    ):
+        changed.add("connection")
     options = key_changes(old["options"], new["options"], "options")
     if not changed and not options:
         return None
@@ -279,7 +288,14 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
             if keys:
                 resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", "changed", keys))
     outputs = key_changes(old.get("outputs") or {}, new.get("outputs") or {})
-    return PlanDiff(steps, releases, resources, outputs)
+    return PlanDiff(steps, releases, resources, outputs, placement_changes(old, new))
+
+
+def placement_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[KeyChange]]:
+    """Nodes whose connection facts differ; a node added or removed shows as its steps do, not here."""
+    before, after = old.get("placement") or {}, new.get("placement") or {}
+    changes = {node: key_changes(before[node], after[node]) for node in sorted(before.keys() & after.keys())}
+    return {node: keys for node, keys in changes.items() if keys}
 
 
 def load_plan(path: Path) -> dict[str, Any]:
@@ -296,6 +312,11 @@ def render(diff: PlanDiff, title: str = "plan diff") -> str:
     if diff.empty:
         return f"{title}: no changes"
     lines = [f"{title}:"]
+    if diff.placement:
+        lines += ["", "placement (where the steps run: SSH target, user, bastion, pinned host key)"]
+        for node, keys in diff.placement.items():
+            lines.append(f"  {node}")
+            lines += [f"      {c}" for c in keys]
     by_node = diff.steps_by_node()
     if by_node:
         lines += ["", "nodes (steps that re-run, are replaced, added or removed on `up`)"]
@@ -331,7 +352,8 @@ def render(diff: PlanDiff, title: str = "plan diff") -> str:
         "",
         f"summary: {kinds.count('re-runs')} step(s) re-run and {kinds.count('replaced')} replaced on"
         f" {len(by_node)} node(s), {kinds.count('added')} added, {kinds.count('removed')} removed;"
-        f" {len(diff.releases)} release(s) change; {len(diff.resources)} other resource(s) change",
+        f" {len(diff.releases)} release(s) change; {len(diff.resources)} other resource(s) change;"
+        f" {len(diff.placement)} node(s) change placement",
     ]
     return "\n".join(lines)
 

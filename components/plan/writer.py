@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import itertools
 import json
 import re
 import shutil
@@ -31,6 +35,47 @@ def command_host(resource: RecordedResource) -> str | None:
     connection = resource.raw_inputs.get("connection") or {}
     host = connection.get("host") if isinstance(connection, dict) else None
     return host if isinstance(host, str) else None
+
+
+KEY_TYPES = ("ssh-", "ecdsa-", "sk-")
+
+
+def host_key_fingerprint(host_key: Any) -> str | None:
+    """`SHA256:…` as `ssh-keygen -lf` and ssh's first-connection prompt print it; None when nothing is pinned."""
+    if not isinstance(host_key, str) or not host_key.strip():
+        return None
+    words = host_key.split()
+    blobs = [b for kind, b in itertools.pairwise(words) if kind.startswith(KEY_TYPES)]
+    try:
+        blob = base64.b64decode(blobs[0], validate=True) if blobs else b""
+    except (binascii.Error, ValueError):
+        blob = b""
+    if not blob:
+        return "(not a public key)"
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def _endpoint(connection: dict[str, Any]) -> dict[str, Any]:
+    port = connection.get("port")
+    return {
+        "host": connection.get("host"),
+        "port": int(port) if isinstance(port, float | int) else port,
+        "user": connection.get("user"),
+        "hostKey": host_key_fingerprint(connection.get("hostKey")) or "not pinned (insecureIgnoreHostKeys)",
+    }
+
+
+def connection_facts(resource: RecordedResource) -> dict[str, Any] | None:
+    """Where a step runs, without its secrets: host, port, user, host-key fingerprint, and the bastion's.
+
+    The engine receives the connection as one secret (it holds the private key), so the plan would otherwise
+    show neither the address a step runs on nor a change of it.
+    """
+    connection = resource.raw_inputs.get("connection")
+    if not isinstance(connection, dict):
+        return None
+    proxy = connection.get("proxy")
+    return {**_endpoint(connection), **({"bastion": _endpoint(proxy)} if isinstance(proxy, dict) else {})}
 
 
 def run_order(resources: list[RecordedResource]) -> list[RecordedResource]:
@@ -63,6 +108,7 @@ def plan_document(
     """ordered: run_order(run.resources), when the caller has it already (it is a large plan's second cost)."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     resources = []
+    placement: dict[str, Any] = {}
     for r in ordered if ordered is not None else run_order(run.resources):
         entry: dict[str, Any] = {
             "type": r.type,
@@ -76,11 +122,14 @@ def plan_document(
         if r.type == COMMAND:
             host = command_host(r)
             entry["runsOn"] = host_to_node.get(host or "", host)
+            entry["connection"] = connection_facts(r)
+            placement.setdefault(entry["runsOn"], entry["connection"])
         resources.append(entry)
     return {
         "project": project,
         "stack": stack,
         "warnings": [f"mlcluster:{w.path}: {w.message}" for w in spec_warnings(spec)] if spec else [],
+        "placement": dict(sorted(placement.items())),
         "resources": resources,
         "outputs": {k: v.for_plan() for k, v in run.outputs.items()},
     }

@@ -29,6 +29,8 @@ DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 """The device plugin reads this key of its ConfigMap instead of the default one."""
 DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.driver"
 """`false` keeps the operator's driver DaemonSet off a node whose host driver is used."""
+DECIDED_BY_ANNOTATION = "mlcluster.io/decided-by-gpu-preflight"
+"""On a node whose labels wait on its GPU preflight: which labels, so that a `[computed]` in the plan says why."""
 
 DEVICE_PLUGIN_CONFIG_MAP = "mlcluster-device-plugin-config"
 DEFAULT_DEVICE_PLUGIN_CONFIG = "default"
@@ -131,14 +133,32 @@ def chart_driver_enabled(spec: Spec, modes: Mapping[str, DriverMode]) -> bool:
     return any(mode == "operator" for mode in modes.values())
 
 
-def gpu_node_labels(spec: Spec, node: NodeSpec, driver_mode: DriverMode) -> dict[str, str]:
-    """The GPU Operator labels of one GPU node (MIG profile, device-plugin config, driver opt-out)."""
+def waits_on_preflight(spec: Spec, node: NodeSpec) -> bool:
+    """Whether this node's driver (and its driver label) is decided by its GPU preflight (`auto`)."""
+    return node.gpu is not None and (node.gpu.driver or spec.gpu_operator.driver) == "auto"
+
+
+def planned_gpu_labels(node: NodeSpec) -> dict[str, str]:
+    """The labels the stack alone decides (MIG profile, device-plugin config): plain values in every plan."""
     assert node.gpu is not None
     labels: dict[str, str] = {}
     if node.gpu.mig_config is not None:
         labels[MIG_CONFIG_LABEL] = node.gpu.mig_config
     if node.gpu.time_slicing_replicas is not None:
         labels[DEVICE_PLUGIN_CONFIG_LABEL] = time_slicing_config_name(node.gpu.time_slicing_replicas)
+    return labels
+
+
+def driver_label(driver_mode: DriverMode) -> str:
+    """The driver label's value once the preflight has decided: `false` keeps the operator's driver off the node,
+    `true` is what the operator itself sets on a node without a host driver. Used only where the label waits
+    on the preflight, so that the key is always there and only its value is unknown in preview."""
+    return "false" if driver_mode == "preinstalled" else "true"
+
+
+def gpu_node_labels(spec: Spec, node: NodeSpec, driver_mode: DriverMode) -> dict[str, str]:
+    """The GPU Operator labels of one GPU node whose driver is known from the stack (no preflight needed)."""
+    labels = planned_gpu_labels(node)
     if driver_mode == "preinstalled":
         labels[DRIVER_DEPLOY_LABEL] = "false"
     return labels

@@ -4,6 +4,7 @@ WorkloadPriorityClasses, all in kueue.x-k8s.io/v1beta2 (the storage version)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,6 +75,11 @@ def kueue_release(spec: Spec) -> ChartRelease:
     )
 
 
+DECLARED_GPUS_ANNOTATION = "mlcluster.io/declared-gpus"
+"""On a flavor from `kueue.inventory` (mode existing, no nodes to count): its devices per resource, as JSON,
+so that the policy pack checks quotas against what the stack declared (policies see resources, not config)."""
+
+
 def _gpu_flavor_spec(flavor: GpuFlavor) -> dict[str, Any]:
     """nodeLabels and tolerations from the same functions that label and taint the nodes, so they cannot drift."""
     if flavor.nodes:
@@ -89,7 +95,11 @@ def _gpu_flavor_spec(flavor: GpuFlavor) -> dict[str, Any]:
 def resource_flavors(spec: Spec) -> list[Manifest]:
     flavors = [_object("ResourceFlavor", CPU_FLAVOR, spec={})]
     for flavor in sorted(gpu_flavors(spec).values(), key=lambda f: f.name):
-        flavors.append(_object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(flavor)))
+        manifest = _object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(flavor))
+        if not flavor.nodes and flavor.capacity:
+            declared = json.dumps(dict(sorted(flavor.capacity.items())), separators=(",", ":"))
+            manifest["metadata"]["annotations"] = {DECLARED_GPUS_ANNOTATION: declared}
+        flavors.append(manifest)
     return flavors
 
 

@@ -9,7 +9,7 @@ firewall_open $CONTROL_PLANE_PORTS $CALICO_PORTS
 if [ -f /etc/kubernetes/admin.conf ]; then
   ok "control plane already initialised"
   if write_if_changed "$config" "$KUBEADM_CONFIG" 0600; then
-    changed "$config updated (kubeadm does not re-read it; see the README on day-2 changes)"
+    changed "$config updated (kubeadm does not re-read it: day-2 kubelet changes are the kubelet-tuning step's, docs/kubelet-tuning.md)"
   fi
   exit 0
 fi

@@ -296,7 +296,8 @@ def test_without_continue_on_error_a_failure_stops_new_steps_and_the_next_up_fin
         [hosts[n].node("control-plane" if n == "cp-1" else "worker") for n in hosts.hosts]
     )
     run = fleet_engine.up(values, secret)
-    assert run.error is not None and "w-2-containerd" in str(run.error)
+    assert run.error is not None and "(w-2-prepare)" in str(run.error)
+    assert "error: step containerd failed" in str(run.error)
     # Steps already running finished; no new one started: cp-1 never reached kubeadm init.
     assert hosts.clusters() == [] and "cp-1-kubeadm-init" not in {s.resource for s in run.steps}
     hosts["w-2"].set(fail={})

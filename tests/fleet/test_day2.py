@@ -82,7 +82,7 @@ def test_preview_after_a_lib_sh_edit_replaces_no_kubernetes_resource(fleet, flee
     preview = fleet_engine.preview(values, secret)
     preview.raise_error()
     assert sum(len(h.sessions()) for h in hosts.hosts.values()) == sessions, "the preview opened SSH sessions"
-    assert "cp-1-os" in preview.with_operation("update"), "the lib.sh edit did not reach the steps"
+    assert "cp-1-prepare" in preview.with_operation("update"), "the lib.sh edit did not reach the steps"
     replaced = sorted(set(preview.with_operation("replace")) & kubernetes)
     MEASUREMENTS["Kubernetes resources replaced in a preview after a lib.sh edit"] = len(replaced)
     assert replaced == []

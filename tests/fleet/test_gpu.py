@@ -97,7 +97,7 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     assert gpu_operator_values(second)["driver"]["enabled"] is True
     assert second.program.outputs["gpu"].value["driverByNode"] == {"gpu-a": "preinstalled", "gpu-b": "operator"}
     assert labels_of(second, "gpu-a") == {"nvidia.com/gpu.deploy.driver": "false"}
-    assert labels_of(second, "gpu-b") == {}
+    assert labels_of(second, "gpu-b") == {"nvidia.com/gpu.deploy.driver": "true"}
     # containerd's config is the kubelet-tuning step's (docs/kubelet-tuning.md), inside gpu-a-prepare; its
     # inputs did not change, so Pulumi did not run it again.
     assert "gpu-a-prepare" not in {s.resource for s in second.steps}

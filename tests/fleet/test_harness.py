@@ -18,9 +18,13 @@ def test_the_fleet_fails_instead_of_skipping_without_root(monkeypatch) -> None:
         pass
 
 
+CONFIG = "/etc/kubernetes/kubeadm.yaml"
+"""In the host's own /etc overlay: no other host or run shares it."""
+
+
 def kubeadm(host, *args: str, config: str = ""):
     if config:
-        host.run(f"mkdir -p /etc/kubernetes && cat > /tmp/kubeadm.yaml <<'EOF'\n{config}\nEOF")
+        host.run(f"mkdir -p /etc/kubernetes && cat > /etc/kubernetes/kubeadm.yaml <<'EOF'\n{config}\nEOF")
     return host.run(f"{sys.executable} -s {STUBS / 'kubeadm.py'} kubeadm {' '.join(args)}", check=False)
 
 
@@ -44,7 +48,7 @@ localAPIEndpoint: {advertiseAddress: 198.18.0.10, bindPort: 6443}"""
 )
 def test_kubeadm_stub_rejects_what_kubeadm_rejects(fleet, config, error) -> None:
     host = fleet(HostSpec("h"))["h"]
-    result = kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", config=config)
+    result = kubeadm(host, "init", "--config", CONFIG, config=config)
     assert result.returncode == 1 and error in result.stderr, result.stderr
     assert not host.exists("/etc/kubernetes/admin.conf")
 
@@ -65,16 +69,16 @@ def test_the_stub_kubelet_refuses_labels_it_may_not_self_apply(fleet) -> None:
         "nodeRegistration: {name: h}",
         "nodeRegistration: {name: h, kubeletExtraArgs: [{name: node-labels, value: node-role.kubernetes.io/gpu=}]}",
     )
-    result = kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", config=labelled)
+    result = kubeadm(host, "init", "--config", CONFIG, config=labelled)
     assert result.returncode == 1 and "unknown 'kubernetes.io' or 'k8s.io' labels" in result.stderr, result.stderr
 
 
 def test_kubeadm_stub_checks_preflight_then_prints_join_commands_in_kubeadms_format(fleet) -> None:
     host = fleet(HostSpec("h"))["h"]
-    refused = kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", config=INIT)
+    refused = kubeadm(host, "init", "--config", CONFIG, config=INIT)
     assert "[ERROR Swap]" in refused.stderr and "[ERROR CRI]" in refused.stderr and "br_netfilter" in refused.stderr
     make_ready_for_kubeadm(host)
-    assert kubeadm(host, "init", "--config", "/tmp/kubeadm.yaml", "--upload-certs").returncode == 0
+    assert kubeadm(host, "init", "--config", CONFIG, "--upload-certs").returncode == 0
     join = kubeadm(host, "token", "create", "--print-join-command").stdout
     assert re.fullmatch(
         r"kubeadm join 198\.18\.0\.10:6443 --token [a-z0-9]{6}\.[a-z0-9]{16} "

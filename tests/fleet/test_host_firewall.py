@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from .hosts import HostSpec
+from .steps import step_output
 from .stubs._stub import blocking_firewall
 from .test_bootstrap import assert_a_second_run_changes_nothing, calls
 
@@ -36,7 +37,7 @@ def test_rocky_nodes_with_firewalld_running_and_selinux_enforcing_join(fleet, fl
     reload_cp = calls(hosts["cp-1"], "firewall-cmd", "--reload")[0]["t1"]
     assert reload_cp < calls(hosts["w-1"], "kubeadm", "join")[0]["t0"]
     for name in ("cp-1", "w-1"):
-        os_step = run.step(f"{name}-os").stdout or ""
+        os_step = step_output(run, name, "os")
         assert "ok: SELinux Enforcing (left as it is)" in os_step and "ok: host firewall: firewalld" in os_step
     assert "changed: firewalld opens 6443/tcp" in (run.step("cp-1-kubeadm-init").stdout or "")
 
