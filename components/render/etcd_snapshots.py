@@ -12,7 +12,8 @@ from ..config.spec import Spec
 from .shell import NodeStep, render_script
 from .upgrade import snapshot_settings
 
-SNAPSHOT_SCRIPT = "/usr/local/libexec/mlcluster/etcd-snapshot"
+# Under /var/lib (the state mlcluster keeps on nodes), run through bash so a noexec /var does not matter.
+SNAPSHOT_SCRIPT = "/var/lib/mlcluster/etcd-snapshot.sh"
 UNIT = "mlcluster-etcd-snapshot"
 
 
@@ -28,7 +29,7 @@ def timer_step(spec: Spec) -> NodeStep:
             "Description=mlcluster: etcd snapshot",
             "[Service]",
             "Type=oneshot",
-            f"ExecStart={SNAPSHOT_SCRIPT}",
+            f"ExecStart=/bin/bash {SNAPSHOT_SCRIPT}",
         ]
     )
     timer = "\n".join(

@@ -184,6 +184,19 @@ class Fleet:
         """The stubs' shared cluster state ("API server") of each cluster initialised on this fleet."""
         return [json.loads(p.read_text()) for p in sorted((self.dir / "cluster").glob("*/cluster.json"))]
 
+    @contextlib.contextmanager
+    def cluster_lock(self) -> Iterator[dict[str, Any]]:
+        """The one cluster's shared state, locked as the stubs lock it, written back after the block (a test
+        changing the "API server": a running job marker, say)."""
+        (path,) = sorted((self.dir / "cluster").glob("*/cluster.json"))
+        with open(path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = json.loads(path.read_text())
+            yield data
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            tmp.replace(path)
+
     def stack_values(self, nodes: Sequence[dict[str, Any]], **sections: Any) -> tuple[dict[str, Any], list[str]]:
         """Config values for the program (and which are secret) with the fleet's key; platform layers off."""
         ssh = {"user": "root", "privateKey": self.client_private_key, "connectTimeoutSeconds": 2, "dialAttempts": 1}
