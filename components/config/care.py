@@ -27,13 +27,21 @@ def on_calendar(value: str) -> str | None:
     )
 
 
+def positive_duration(value: str) -> str | None:
+    """A duration longer than zero: a zero bound would fail every drain, or every wait, at once."""
+    problem = checks.duration(value)
+    if problem is None and checks.duration_seconds(value) <= 0:
+        return "must be longer than 0s"
+    return problem
+
+
 @dataclass(frozen=True)
 class UpgradeSpec:
     drain_timeout: str = setting(
         "10m",
         doc="How long `kubectl drain` may wait for evictions (PodDisruptionBudgets are respected) before the"
         " upgrade stops with the node cordoned.",
-        check=checks.duration,
+        check=positive_duration,
     )
     gpu_jobs: Literal["wait", "evict"] = setting(
         "wait",
@@ -43,14 +51,8 @@ class UpgradeSpec:
     gpu_jobs_timeout: str = setting(
         "2h",
         doc="With `gpuJobs: wait`: how long one node waits for its Kueue-admitted jobs to finish.",
-        check=checks.duration,
+        check=positive_duration,
     )
-
-    def validate(self, path: str, problems: Problems) -> None:
-        # Siblings validated the same way: a zero bound would fail every drain or wait at once.
-        for key, value in (("drainTimeout", self.drain_timeout), ("gpuJobsTimeout", self.gpu_jobs_timeout)):
-            if not checks.duration(value) and checks.duration_seconds(value) <= 0:
-                problems.error(join_path(path, key), f'"{value}" must be longer than 0s')
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,16 @@ the version (their text names the version, so a change makes them run again, in 
 1. `upgrade-preflight` on the first control plane: one minor at a time, no downgrade, the target's packages
    exist for the OS family; `kubeadm upgrade plan`.
 2. `etcd-snapshot` (pre-upgrade) on the first control plane.
-3. Control planes one at a time, first one first: `upgrade-drain` (the node drains itself), `upgrade-node`
-   (kubeadm package, `kubeadm upgrade apply` on the first, `kubeadm upgrade node` on the others, then kubelet
-   and kubectl packages and a kubelet restart), `upgrade-uncordon`.
-4. Workers in batches of `kubelet.restart.maxUnavailableWorkers`: `upgrade-drain` of the batch (from the first
-   control plane), `upgrade-node` on each node of the batch at once, `upgrade-uncordon` of the batch.
+3. `upgrade-control-plane` on each control plane, one at a time, the first one first: kubeadm package, then
+   `kubeadm upgrade apply` on the first and `kubeadm upgrade node` on the others (the static pods move).
+4. Only then the kubelets, each node drained first and uncordoned after: control planes one at a time
+   (`upgrade-drain` of itself, `upgrade-kubelet`, `upgrade-uncordon`), then the workers in batches of
+   `kubelet.restart.maxUnavailableWorkers` (drained and uncordoned from the first control plane; on workers
+   `upgrade-kubelet` runs `kubeadm upgrade node` first).
+
+A kubelet moving while any kube-apiserver is still on the old minor would be newer than that API server,
+outside the version-skew policy (kubeadm's own guide upgrades each control plane's kubelet right after it;
+with more than one control plane that breaks the policy until the last one is done).
 
 Each step checks before it acts (a node already at the target prints `ok:`), so a stack that stopped half-way
 resumes where it stopped on the next `up`. Packages stay held (DEB) / excluded (RPM) between upgrades.
@@ -105,29 +110,32 @@ def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
             )
         ],
     ]
-    # Control planes one at a time, each draining itself (it holds the admin kubeconfig); the first one applies.
+    # Every control plane's static pods first, one node at a time (etcd membership stays quorate), the first
+    # one applying: only then may any kubelet move, or it would be newer than a kube-apiserver still behind.
     for node in spec.control_planes:
-        stages += _drained(spec, node, [node], [_node_step(spec, node, first)])
+        stages.append([_control_plane_step(spec, node, first)])
+    # Then the kubelets, each node drained first: control planes one at a time (each drains itself, it holds the
+    # admin kubeconfig), then the workers in batches, drained from the first control plane.
+    for node in spec.control_planes:
+        stages += _drained(spec, node, [node])
     for batch in worker_batches(spec):
-        stages += _drained(spec, first, batch, [_node_step(spec, node, first) for node in batch])
+        stages += _drained(spec, first, batch)
     return stages
 
 
-def _drained(
-    spec: Spec, runs_on: NodeSpec, nodes: list[NodeSpec], upgrades: list[UpgradeStep]
-) -> list[list[UpgradeStep]]:
+def _drained(spec: Spec, runs_on: NodeSpec, nodes: list[NodeSpec]) -> list[list[UpgradeStep]]:
     names = tuple(n.name for n in nodes)
     version = _version(spec)
     settings = {"TARGET_VERSION": version, **_drain_settings(spec), "NODES": " ".join(names)}
     listed = ", ".join(names)
     return [
         [UpgradeStep(runs_on, _step("upgrade-drain", f"Cordon and drain {listed} for {version}", settings), names)],
-        upgrades,
+        [_kubelet_step(spec, node) for node in nodes],
         [UpgradeStep(runs_on, _step("upgrade-uncordon", f"Uncordon {listed} at {version}", settings), names)],
     ]
 
 
-def _node_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeStep:
+def _control_plane_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeStep:
     version = _version(spec)
     is_first = node.name == first.name
     settings = {
@@ -135,11 +143,21 @@ def _node_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeStep:
         "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR,
         "NODE_NAME": node.name,
         "FIRST_CONTROL_PLANE": str(is_first).lower(),
+    }
+    title = f"kubeadm upgrade {'apply' if is_first else 'node'}: control plane to {version}"
+    return UpgradeStep(node, _step("upgrade-control-plane", title, settings), (node.name,))
+
+
+def _kubelet_step(spec: Spec, node: NodeSpec) -> UpgradeStep:
+    version = _version(spec)
+    settings = {
+        "TARGET_VERSION": version,
+        "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR,
+        "NODE_NAME": node.name,
         "CONTROL_PLANE": str(node.is_control_plane).lower(),
     }
-    how = "apply" if is_first else "node"
-    title = f"kubeadm upgrade {how}, then kubelet and kubectl {version}"
-    return UpgradeStep(node, _step("upgrade-node", title, settings), (node.name,))
+    title = f"kubelet and kubectl to {version}" + ("" if node.is_control_plane else " (after kubeadm upgrade node)")
+    return UpgradeStep(node, _step("upgrade-kubelet", title, settings), (node.name,))
 
 
 # The version-skew model (https://kubernetes.io/releases/version-skew-policy/), used to prove the order above.
@@ -183,7 +201,8 @@ EFFECTS = {
     "etcd-snapshot": (),
     "upgrade-drain": (),
     "upgrade-uncordon": (),
-    "upgrade-node": (*CONTROL_PLANE_COMPONENTS, "kubelet"),
+    "upgrade-control-plane": CONTROL_PLANE_COMPONENTS,
+    "upgrade-kubelet": ("kubelet",),
 }
 """What each step upgrades on its target nodes, in the order its script does it."""
 

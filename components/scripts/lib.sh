@@ -141,3 +141,15 @@ kube_cluster_version() {
   kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /version |
     sed -n 's/.*"gitVersion": *"v\([0-9][0-9.]*\)".*/\1/p'
 }
+
+# Runs a long command ($2…) with its output in the root-only log $1 (kubeadm prints credentials); on failure the
+# redacted end of the log goes to stderr and the step stops.
+run_logged() {
+  local log=$1
+  shift
+  mkdir -p "$(dirname "$log")"
+  if ! (umask 077 && run_long "$@" >"$log" 2>&1); then
+    redacted_tail "$log" >&2
+    die "$* failed (full log on the node: $log)"
+  fi
+}
