@@ -250,3 +250,29 @@ def test_snapshot_timer_and_retention(fleet, fleet_engine) -> None:
     again = fleet_engine.up(values, secret)
     again.raise_error()
     assert (again.step("cp-1-etcd-snapshot-timer").stdout or "").startswith("ok: ")
+
+
+def test_a_gpu_job_that_outlasts_the_wait_stops_the_upgrade_with_the_node_cordoned(fleet, fleet_engine) -> None:
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
+    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+    fleet_engine.up(values, secret).raise_error()
+    with hosts.cluster_lock() as cluster:
+        cluster["pods"] = {"train-0": {"node": "w-1", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}}}
+    values = {**values, "upgrade": {"gpuJobsTimeout": "3s"}}
+    run = upgrade(fleet_engine, values, secret, "1.35.0")
+    assert run.error is not None
+    assert (
+        "w-1 still runs Kueue-admitted job(s) after 3s: pod/train-0 - the upgrade stops here with w-1 cordoned"
+        in str(run.error)
+    )
+    (cluster,) = hosts.clusters()
+    assert cluster["pods"] == {"train-0": {"node": "w-1", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}}}
+    assert cluster["nodes"]["w-1"]["unschedulable"] and cluster["nodes"]["w-1"]["kubeletVersion"] == "1.34.2"
+    assert not [c for c in hosts["cp-1"].calls("kubectl") if c["argv"][:1] == ["drain"]]
+
+    # Allowed to evict: the job's pod goes with the drain and the upgrade finishes.
+    values["upgrade"] = {"gpuJobs": "evict"}
+    upgrade(fleet_engine, values, secret, "1.35.0").raise_error()
+    (cluster,) = hosts.clusters()
+    assert cluster["evicted"] == ["train-0"] and cluster["nodes"]["w-1"]["kubeletVersion"] == "1.35.0"
+    assert not cluster["nodes"]["w-1"]["unschedulable"]

@@ -202,6 +202,8 @@ CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-s
 
 
 def _write_static_pods(version: str) -> None:
+    # etcd's data directory (the etcd pod's hostPath), which the running etcd creates.
+    Path("/var/lib/etcd").mkdir(mode=0o700, exist_ok=True)
     for component in CONTROL_PLANE_COMPONENTS:
         image = f"registry.k8s.io/{component}:v{version}" if component != "etcd" else "registry.k8s.io/etcd:3.6.5-0"
         _write(Path(f"/etc/kubernetes/manifests/{component}.yaml"), f"# static pod {component}\nimage: {image}\n")
