@@ -268,7 +268,7 @@ def test_a_gpu_job_that_outlasts_the_wait_stops_the_upgrade_with_the_node_cordon
     (cluster,) = hosts.clusters()
     assert cluster["pods"] == {"train-0": {"node": "w-1", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}}}
     assert cluster["nodes"]["w-1"]["unschedulable"] and cluster["nodes"]["w-1"]["kubeletVersion"] == "1.34.2"
-    assert not [c for c in hosts["cp-1"].calls("kubectl") if c["argv"][:1] == ["drain"]]
+    assert not [c for c in hosts["cp-1"].calls("kubectl") if c["argv"][:2] == ["drain", "w-1"]]
 
     # Allowed to evict: the job's pod goes with the drain and the upgrade finishes.
     values["upgrade"] = {"gpuJobs": "evict"}

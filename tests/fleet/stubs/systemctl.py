@@ -22,10 +22,10 @@ def _kubelet_started(host: Host, state: dict[str, Any]) -> None:
     (the version-skew policy), else the Node reports the version it now runs."""
     try:
         config = yaml.safe_load(Path("/etc/kubernetes/kubelet.conf").read_text())
-    except FileNotFoundError:
-        return
-    endpoint = str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
-    name = str(config["users"][0]["name"]).removeprefix("system:node:")
+        endpoint = str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
+        name = str(config["users"][0]["name"]).removeprefix("system:node:")
+    except (FileNotFoundError, KeyError, IndexError, TypeError):
+        return  # not a member of a cluster the fleet knows (a sandboxed node's placeholder kubelet.conf)
     if not host.cluster_exists(endpoint):
         return
     kubelet = str(state.get("packages", {}).get("kubelet", "")).split("-")[0]
