@@ -212,7 +212,7 @@ def _write_static_pods(version: str) -> None:
 def _kubelet_too_new(host: Host, cluster: dict[str, Any]) -> None:
     """kubeadm's KubeletVersion preflight check: the kubelet must not be newer than the control plane."""
     kubelet = package_version(host, "kubelet")
-    if kubelet and version_tuple(kubelet)[:2] > version_tuple(cluster["version"])[:2]:
+    if kubelet and cluster["version"] and version_tuple(kubelet)[:2] > version_tuple(cluster["version"])[:2]:
         raise fail(
             "error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR KubeletVersion]:"
             f" the kubelet version is higher than the control plane version. This is not a supported version"
@@ -239,7 +239,8 @@ def init(host: Host, argv: list[str]) -> int:
     if host.cluster_exists(endpoint):
         raise fail(f"a cluster already answers at {endpoint}")
     name = init_doc.get("nodeRegistration", {}).get("name", host.name)
-    version = str(cluster_doc.get("kubernetesVersion", "")).lstrip("v")
+    # Unset, real kubeadm resolves "stable-1" and, offline, falls back to its own version.
+    version = str(cluster_doc.get("kubernetesVersion") or package_version(host, "kubeadm")).lstrip("v")
     token = new_token()
     with host.cluster(endpoint) as cluster:
         cluster.update(
