@@ -12,6 +12,11 @@ def ssh_user(spec: Spec, node: NodeSpec) -> str:
     return node.user or spec.ssh.user
 
 
+def dial_error_limit(spec: Spec) -> int:
+    """pulumi-command gives up after dialErrorLimit *failed* dials, so N attempts are a limit of N - 1."""
+    return spec.ssh.dial_attempts - 1
+
+
 def node_connection(spec: Spec, node: NodeSpec) -> remote.ConnectionArgs:
     private_key = spec.ssh.private_key
     key = pulumi.Output.secret(private_key.reveal()) if private_key is not None else None
@@ -25,7 +30,7 @@ def node_connection(spec: Spec, node: NodeSpec) -> remote.ConnectionArgs:
             private_key=key,
             host_key=bastion.host_key,
             per_dial_timeout=spec.ssh.connect_timeout_seconds,
-            dial_error_limit=spec.ssh.dial_attempts,
+            dial_error_limit=dial_error_limit(spec),
         )
     return remote.ConnectionArgs(
         host=node.host,
@@ -35,6 +40,6 @@ def node_connection(spec: Spec, node: NodeSpec) -> remote.ConnectionArgs:
         # None only when the user opted out loudly (ssh.insecureIgnoreHostKeys); validation enforces it.
         host_key=node.host_key,
         per_dial_timeout=spec.ssh.connect_timeout_seconds,
-        dial_error_limit=spec.ssh.dial_attempts,
+        dial_error_limit=dial_error_limit(spec),
         proxy=proxy,
     )

@@ -26,8 +26,16 @@ class FirstControlPlane(pulumi.ComponentResource):
             depends_on=[prepared],
             protect=True,
         )
-        kubeconfig = step_command(
-            f"{node.name}-admin-kubeconfig", spec, node, admin_kubeconfig_step(), parent=self, depends_on=[self.init]
+        self.kubeconfig_step = step_command(
+            f"{node.name}-admin-kubeconfig",
+            spec,
+            node,
+            admin_kubeconfig_step(),
+            parent=self,
+            depends_on=[self.init],
+            # New SSH settings (user, port, key, host key, bastion) reach the same admin.conf: re-reading it
+            # would make the provider's kubeconfig unknown in the preview and show every release replaced.
+            ignore_changes=["connection"],
         )
-        self.kubeconfig = pulumi.Output.secret(kubeconfig.stdout)
+        self.kubeconfig = pulumi.Output.secret(self.kubeconfig_step.stdout)
         self.register_outputs({"kubeconfig": self.kubeconfig})

@@ -2,8 +2,10 @@
 
 Order: every node prepares in parallel; the first control plane inits; further control planes join one
 at a time (etcd membership changes are safest serialised); workers join in parallel once the control
-planes are in. One join-credentials step on the first control plane serves every joining node, so that
-host sees one SSH session for it however many nodes join.
+planes are in. Workers mint their own short-lived token when their join runs (stdin: the admin
+kubeconfig), so a join retried after a failure, or a node added months later, never reads an expired one
+from the state. Control planes need a certificate key only a control plane can upload: one join-credentials
+step on the first control plane serves them all.
 """
 
 from __future__ import annotations
@@ -18,8 +20,14 @@ from .kubelet_restarts import KubeletRestarts
 from .node_command import step_command
 from .node_join import NodeJoin
 from .node_prep import NodePrep
+from .render.kubeconfig import kubeconfig_reaching
 from .render.kubelet_placement import spec_warnings
 from .render.node_steps import join_credentials_step
+
+
+def cluster_identifier(spec: Spec) -> str:
+    """Names the cluster, not how it is reached: changes only when it is another cluster (a new name)."""
+    return f"kubeadm/{spec.cluster.name}"
 
 
 class KubeadmCluster(pulumi.ComponentResource):
@@ -36,25 +44,25 @@ class KubeadmCluster(pulumi.ComponentResource):
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name].ready, opts=child)
 
-        joining = [*other_control_planes, *spec.workers]
         last_control_plane_join: pulumi.Resource = control_plane.init
         joins: dict[str, NodeJoin] = {}
-        if joining:
-            credentials = step_command(
+        credentials = control_plane.kubeconfig_step
+        if other_control_planes:
+            control_plane_credentials = step_command(
                 f"{first.name}-join-credentials",
                 spec,
                 first,
-                join_credentials_step(joining),
+                join_credentials_step(other_control_planes),
                 parent=self,
                 depends_on=[control_plane.init],
             )
-        for node in joining:
+        for node in [*other_control_planes, *spec.workers]:
             join = NodeJoin(
                 spec,
                 node,
                 first,
                 prepared=prepared[node.name].ready,
-                credentials=credentials,
+                credentials=control_plane_credentials if node.is_control_plane else credentials,
                 join_after=[last_control_plane_join],
                 opts=child,
             )
@@ -69,9 +77,17 @@ class KubeadmCluster(pulumi.ComponentResource):
         ClusterCare(spec, member, after=list(restarts.steps.values()), opts=child)
 
         self.kubeconfig = control_plane.kubeconfig
+        api_address = spec.cluster.api_address
+        provider_kubeconfig: pulumi.Output[str] = self.kubeconfig
+        if api_address:
+            # apply keeps the secret mark of the kubeconfig it reads.
+            provider_kubeconfig = self.kubeconfig.apply(lambda text: kubeconfig_reaching(text, api_address))
         self.provider = k8s.Provider(
             "kubernetes",
-            kubeconfig=self.kubeconfig,
+            kubeconfig=provider_kubeconfig,
+            # Stable for the cluster's life: a kubeconfig that is unknown in a preview (its step changed)
+            # then does not replace the provider and every resource on it (pulumi-kubernetes DiffConfig).
+            cluster_identifier=cluster_identifier(spec),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[j.join for j in joins.values()]),
         )
         self.register_outputs({"kubeconfig": self.kubeconfig})

@@ -23,6 +23,7 @@ def step_command(
     stdin: pulumi.Input[str] | None = None,
     protect: bool = False,
     ignore_changes: Sequence[str] = (),
+    retain_on_delete: bool = False,
 ) -> remote.Command:
     user = ssh_user(spec, node)
     if stdin is None and step.stdin is not None:
@@ -43,5 +44,6 @@ def step_command(
             additional_secret_outputs=secret_outputs,
             protect=protect,
             ignore_changes=list(ignore_changes),
+            retain_on_delete=retain_on_delete,
         ),
     )

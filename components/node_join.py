@@ -16,9 +16,6 @@ from .config.spec import NodeSpec, Spec
 from .node_command import step_command
 from .render.node_steps import drain_on_removal_step, join_step
 
-WORKER_CREDENTIAL_LINES = 2
-"""Token and CA hash; the third line, the certificate key, is for control planes only."""
-
 
 class NodeJoin(pulumi.ComponentResource):
     def __init__(
@@ -32,10 +29,10 @@ class NodeJoin(pulumi.ComponentResource):
         join_after: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`credentials` prints what the join reads on stdin: the admin kubeconfig for a worker (it mints its
+        own token when the join runs, so a retry hours later still has a valid one), token, CA hash and
+        certificate key for a control plane."""
         super().__init__("mlcluster:node_join:NodeJoin", node.name, None, opts)
-        stdin = credentials.stdout
-        if not node.is_control_plane:
-            stdin = stdin.apply(lambda text: "\n".join(text.splitlines()[:WORKER_CREDENTIAL_LINES]) + "\n")
         self.join = step_command(
             f"{node.name}-kubeadm-join",
             spec,
@@ -43,9 +40,11 @@ class NodeJoin(pulumi.ComponentResource):
             join_step(spec, node),
             parent=self,
             depends_on=[prepared, credentials, *join_after],
-            stdin=pulumi.Output.secret(stdin),
-            # A credential is spent at join; a fresh token for a later node must not re-run this join.
+            stdin=pulumi.Output.secret(credentials.stdout),
+            # A credential is spent at join; a fresh token (or a renewed kubeconfig) must not re-run this join.
             ignore_changes=["stdin"],
+            # A host that is gone cannot run its reset; removing it only forgets the join.
+            retain_on_delete=node.gone,
         )
         self.drain_on_removal = step_command(
             f"{node.name}-drain-on-removal",

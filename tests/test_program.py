@@ -56,10 +56,16 @@ def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None
     run = run_stack("onprem")
     join = run.named("gpu-1-kubeadm-join")
     assert join.inputs["stdin"] in (SECRET, COMPUTED)
-    assert run.urn_of("cp-1-join-credentials") in join.depends_on
+    # A worker mints its own token when its join runs, from the admin kubeconfig on stdin; a control plane
+    # reads token and certificate key from join-credentials.
+    assert run.urn_of("cp-1-admin-kubeconfig") in join.depends_on
+    assert run.urn_of("cp-1-join-credentials") not in join.depends_on
+    assert run.urn_of("cp-1-join-credentials") in run.named("cp-2-kubeadm-join").depends_on
     assert join.options["ignoreChanges"] == ["stdin"]
     script = known(script_of_command(join.inputs["create"]))
     assert "__MLCLUSTER_JOIN_TOKEN__" in script and "token: __MLCLUSTER_JOIN_TOKEN__" in script
+    assert "MINT_TOKEN=true" in script
+    assert "MINT_TOKEN=false" in known(script_of_command(run.named("cp-2-kubeadm-join").inputs["create"]))
 
 
 def test_steps_run_in_order_on_each_node(run_stack) -> None:
@@ -88,12 +94,12 @@ def test_workers_join_in_parallel_control_planes_one_by_one(run_stack) -> None:
     assert run.urn_of("cp-3-kubeadm-join") in joins["gpu-4-kubeadm-join"].depends_on
 
 
-def test_one_join_credential_serves_every_node_and_markers_open_no_session(run_stack) -> None:
+def test_one_join_credential_serves_every_control_plane_and_markers_open_no_session(run_stack) -> None:
     run = run_stack("onprem")
     credentials = [r for r in run.of_type(COMMAND) if r.name.endswith("-join-credentials")]
     assert [r.name for r in credentials] == ["cp-1-join-credentials"]
     script = known(script_of_command(credentials[0].inputs["create"]))
-    assert "FOR_NODES='cp-2 cp-3 cpu-1 cpu-2 gpu-1 gpu-2 gpu-3 gpu-4'" in script
+    assert "FOR_NODES='cp-2 cp-3'" in script
     marker = run.named("gpu-1-drain-on-removal")
     assert "create" not in marker.inputs and "kubectl drain" in marker.inputs["delete"]
 
@@ -103,7 +109,8 @@ def test_host_keys_are_pinned_on_every_connection(run_stack) -> None:
     for resource in run.of_type(COMMAND):
         connection = resource.raw_inputs["connection"]
         assert connection["hostKey"].startswith("ssh-ed25519 "), resource.name
-        assert connection["perDialTimeout"] == 10 and connection["dialErrorLimit"] == 3
+        # dialAttempts 3 (the default) is pulumi-command's dialErrorLimit 2: N failed dials, N + 1 attempts.
+        assert connection["perDialTimeout"] == 10 and connection["dialErrorLimit"] == 2
 
 
 def test_gpu_nodes_get_the_gpu_taint_and_model_label(run_stack) -> None:

@@ -47,6 +47,13 @@ class ClusterSpec:
         " than one control-plane node.",
         check=checks.host_port,
     )
+    api_address: str | None = setting(
+        None,
+        doc="Mode `kubeadm`: where the machine running `pulumi` reaches the API server (host[:port]), when not at"
+        " the kubeconfig's own `server:`; required with ssh.bastion, which carries SSH only. E.g. `127.0.0.1:6443`"
+        " through `ssh -N -L 6443:<first control plane>:6443 <bastion>` held open during `pulumi up`.",
+        check=checks.host_port,
+    )
     pod_cidr: str = setting("10.244.0.0/16", doc="Pod network (kubeadm podSubnet).", check=checks.cidr)
     service_cidr: str = setting("10.96.0.0/12", doc="Service network (kubeadm serviceSubnet).", check=checks.cidr)
     cni: Literal["calico", "none"] = setting("calico", doc="CNI installed after init (`none`: bring your own).")
@@ -95,7 +102,11 @@ class BastionSpec:
     host: str = setting(doc="Bastion (jump host) address.", check=checks.host)
     port: int = setting(22, doc="Bastion SSH port.", check=checks.between(1, 65535))
     user: str | None = setting(None, doc="Bastion user (default: ssh.user).")
-    host_key: str | None = setting(None, doc="Pinned SSH host key of the bastion.", check=checks.ssh_public_key)
+    host_key: str | None = setting(
+        None,
+        doc="Pinned SSH host key of the bastion; required unless ssh.insecureIgnoreHostKeys.",
+        check=checks.ssh_public_key,
+    )
 
 
 @dataclass(frozen=True)
@@ -109,13 +120,17 @@ class SshSpec:
     )
     bastion: BastionSpec | None = setting(None, doc="Jump host the nodes are reached through.")
     connect_timeout_seconds: int = setting(
-        10, doc="Per-dial timeout; an unreachable host fails after dialAttempts × this.", check=checks.between(1, 300)
+        10,
+        doc="Per-dial timeout; an unreachable host fails after dialAttempts × this plus growing pauses between.",
+        check=checks.between(1, 300),
     )
     dial_attempts: int = setting(
-        3, doc="Dial attempts before a host is reported unreachable.", check=checks.between(1, 100)
+        3,
+        doc="Dial attempts before a host is reported unreachable (pulumi-command's dialErrorLimit is this minus one).",
+        check=checks.between(1, 100),
     )
     insecure_ignore_host_keys: bool = setting(
-        False, doc="DANGER: accept any SSH host key (no `hostKey` per node). Only for throwaway labs."
+        False, doc="DANGER: accept any SSH host key (no `hostKey` per node or bastion). Only for throwaway labs."
     )
 
 
@@ -155,6 +170,11 @@ class NodeSpec:
     image_disk: ImageDiskSpec | None = setting(None, doc="Dedicated disk for container images.")
     kubelet: KubeletOverrideSpec | None = setting(
         None, doc="This node's kubelet tuning: any `mlcluster:kubelet` key, merged over the cluster's."
+    )
+    gone: bool = setting(
+        False,
+        doc="The host is gone for good: set it, `pulumi up`, then remove the node. Its removal then opens no SSH"
+        " session to it (no kubeadm reset) and deletes its Node without a drain.",
     )
 
     @property
@@ -246,6 +266,36 @@ class Spec:
                 f"needs one containerd root on every node, but the nodes use {len(roots)} ({detail})",
             )
 
+    def _validate_ssh_pins(self, problems: Problems) -> None:
+        """The bastion's reach (SSH only), and host-key pins as pulumi-command's Go SSH client uses them, for
+        every host it dials (nodes and the bastion alike): an absent pin turns checking off for that host, and
+        a pin allows only its own key type, so an `ssh-rsa` pin fails against servers that offer only
+        rsa-sha2-256/512 signatures."""
+        if self.ssh.bastion is not None and self.cluster.api_address is None:
+            problems.error(
+                "cluster.apiAddress",
+                "is required with ssh.bastion: the bastion carries SSH only, and the Kubernetes provider dials the"
+                " API server from the machine running pulumi; set an address that machine reaches (a load"
+                " balancer, or 127.0.0.1:6443 through `ssh -N -L 6443:<first control plane>:6443 <bastion>`)",
+            )
+        pins = [(f"nodes[{i}].hostKey", node.host_key) for i, node in enumerate(self.nodes)]
+        if self.ssh.bastion is not None:
+            pins.append(("ssh.bastion.hostKey", self.ssh.bastion.host_key))
+        for path, pin in pins:
+            if pin is None and not self.ssh.insecure_ignore_host_keys:
+                problems.error(
+                    path,
+                    "is required (pin the SSH host key: ssh-keyscan -t ed25519 HOST), or set"
+                    " ssh.insecureIgnoreHostKeys: true for a throwaway lab",
+                )
+            elif pin is not None and pin.split()[0] == "ssh-rsa":
+                problems.error(
+                    path,
+                    "is an ssh-rsa key: pulumi-command then allows only the ssh-rsa (SHA-1) signature, which"
+                    " current OpenSSH servers refuse; pin the host's ed25519 or ecdsa key instead"
+                    " (ssh-keyscan -t ed25519 HOST)",
+                )
+
     def _validate_kubeadm(self, problems: Problems) -> None:
         if not self.nodes:
             problems.error("nodes", "must list at least one node when cluster.mode is kubeadm")
@@ -260,6 +310,13 @@ class Spec:
         if self.ssh.private_key is None:
             problems.error("ssh.privateKey", "is required when cluster.mode is kubeadm")
         validate_nodes(self.kubelet, list(enumerate(self.nodes)), problems)
+        self._validate_ssh_pins(problems)
+        if self.control_planes and self.control_planes[0].gone:
+            index = self.nodes.index(self.control_planes[0])
+            problems.error(
+                f"nodes[{index}].gone",
+                "cannot be set on the first control plane: every other node's removal runs through it",
+            )
         seen_names: dict[str, int] = {}
         seen_hosts: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
@@ -269,9 +326,3 @@ class Spec:
                     problems.error(f"nodes[{i}].{attr}", f'"{value}" is already used by nodes[{seen[value]}]')
                 else:
                     seen[value] = i
-            if node.host_key is None and not self.ssh.insecure_ignore_host_keys:
-                problems.error(
-                    f"nodes[{i}].hostKey",
-                    "is required (pin the SSH host key: ssh-keyscan -t ed25519 HOST), or set"
-                    " ssh.insecureIgnoreHostKeys: true for a throwaway lab",
-                )

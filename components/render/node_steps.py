@@ -10,7 +10,7 @@ from ..config.checks import version_tuple
 from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
 from . import images, kubeadm
-from .shell import NodeStep, render_script
+from .shell import NodeStep, render_script, script_source
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
 KERNEL_MODULES = ("overlay", "br_netfilter")
@@ -27,6 +27,8 @@ enabled=1
 gpgcheck=1
 gpgkey=https://download.docker.com/linux/rhel/gpg"""
 DRAIN_TIMEOUT = "10m"
+NOT_READY_DRAIN_TIMEOUT = "1m"
+"""Pods of a NotReady node never confirm they stopped: a drain waits only this long before the Node goes."""
 
 
 def kubernetes_minor(spec: Spec) -> str:
@@ -125,16 +127,21 @@ def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
 
 
 def admin_kubeconfig_step() -> NodeStep:
-    return _step("admin-kubeconfig", "Read the admin kubeconfig", secret_stdout=True)
+    """The script file alone, without lib.sh: its inputs change only when it does (see the script)."""
+    return NodeStep(
+        name="admin-kubeconfig",
+        title="Read the admin kubeconfig",
+        script=script_source("admin-kubeconfig.sh"),
+        secret_stdout=True,
+    )
 
 
 def join_credentials_step(joining: list[NodeSpec]) -> NodeStep:
-    """One fresh token (and a certificate key when control planes join) for every node joining in this run.
+    """One fresh token and certificate key for the control planes that join (workers mint their own).
 
-    One resource, not one per node: one SSH session on the first control plane however many nodes join,
-    and no dependency chain through every node (the SDK walks dependency chains recursively, which fails
-    past about a thousand links). The node list is in the script, so adding a node re-runs it for a
-    fresh token; joins ignore later stdin changes (a credential is spent once, at join).
+    One resource, not one per node: one SSH session on the first control plane however many join. The
+    node list is in the script, so adding a control plane re-runs it for a fresh token; joins ignore later
+    stdin changes (a credential is spent once, at join).
     """
     return _step(
         "join-credentials",
@@ -149,17 +156,29 @@ def join_credentials_step(joining: list[NodeSpec]) -> NodeStep:
 
 def join_step(spec: Spec, node: NodeSpec) -> NodeStep:
     settings = {"NODE_NAME": node.name}
+    # Workers mint their own short-lived token at join time (stdin: the admin kubeconfig); control planes
+    # need the certificate key, which only a control plane can upload (stdin: join-credentials).
+    join_settings = {
+        **settings,
+        "MINT_TOKEN": str(not node.is_control_plane).lower(),
+        "JOIN_CONFIG": kubeadm.join_config(spec, node),
+    }
     return NodeStep(
         name="kubeadm-join",
         title="Join the cluster (kubeadm join)" + (" as a control plane" if node.is_control_plane else ""),
-        script=render_script("kubeadm-join", {**settings, "JOIN_CONFIG": kubeadm.join_config(spec, node)}),
+        script=render_script("kubeadm-join", join_settings),
         delete_script=render_script("kubeadm-reset", settings),
         settings=settings,
     )
 
 
 def drain_on_removal_step(node: NodeSpec) -> NodeStep:
-    settings = {"NODE_NAME": node.name, "DRAIN_TIMEOUT": DRAIN_TIMEOUT}
+    settings = {
+        "NODE_NAME": node.name,
+        "DRAIN_TIMEOUT": DRAIN_TIMEOUT,
+        "NOT_READY_DRAIN_TIMEOUT": NOT_READY_DRAIN_TIMEOUT,
+        "GONE": str(node.gone).lower(),
+    }
     return NodeStep(
         name="drain-on-removal",
         title=f"Drain {node.name} from a control plane when it leaves the stack",

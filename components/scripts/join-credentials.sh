@@ -23,9 +23,15 @@ ca_hash=$(grep -oE -- '--discovery-token-ca-cert-hash [^ ]+' <<<"$join" | awk '{
 if [ -z "$token" ] || [ -z "$ca_hash" ]; then
   die "could not read a token from 'kubeadm token create'"
 fi
-printf '%s\n%s\n' "$token" "$ca_hash"
+key=
 if [ "$WITH_CERTIFICATE_KEY" = true ]; then
-  key=$(run_long kubeadm init phase upload-certs --upload-certs 2>/dev/null | tail -n 1)
+  key=$(run_long kubeadm init phase upload-certs --upload-certs 2>/dev/null | tail -n 1) ||
+    die "'kubeadm init phase upload-certs' failed: no certificate key for the joining control planes"
   [[ $key =~ ^[0-9a-f]{64}$ ]] || die "could not read the certificate key from 'kubeadm init phase upload-certs'"
+fi
+# Credentials are printed last, after every command that can fail: pulumi-command puts all of a failed
+# step's stdout into its error text, whatever `logging` says.
+printf '%s\n%s\n' "$token" "$ca_hash"
+if [ -n "$key" ]; then
   printf '%s\n' "$key"
 fi

@@ -1,54 +1,79 @@
-"""An executing mock engine: the Pulumi program's `remote.Command`s really run over SSH against the fleet.
+"""An executing mock engine with Pulumi's deployment rules: the program's `remote.Command`s run over SSH.
 
-What it does, and where it differs from a real `pulumi up` (documented so no test over-claims):
+It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in tests/fleet/test_engine.py):
 
-- `command:remote:Command` → `create` runs through the real `ssh` client: the private key from the
-  resource's inputs goes to a 0600 file in a private temp directory, the pinned `hostKey` to a temporary
-  known_hosts with StrictHostKeyChecking=yes (no pin only with ssh.insecureIgnoreHostKeys), ConnectTimeout =
-  perDialTimeout, ConnectionAttempts = dialErrorLimit, BatchMode, the bastion as a ProxyCommand with its
-  own pin. `stdin` is fed to the session; stdout/stderr become outputs (those in additionalSecretOutputs
-  are returned as secrets). A non-zero exit raises an error naming the resource, step, user, host.
-- Every other resource (Kubernetes provider, Helm releases, components) echoes its inputs.
-- The run is not a preview, so outputs (join credentials, the kubeconfig) flow into dependents, and the
-  registration thread pool is large, so independent resources run at once, as the engine would.
-- State across runs: `FleetEngine` remembers what each run registered. A resource registered in an
-  earlier run but not in this one is deleted after the run succeeded: its `delete` command runs over SSH,
-  dependents before their dependencies (reverse dependency order), as Pulumi deletes.
-- Unlike Pulumi, a repeated run re-runs EVERY `create` (Pulumi would skip unchanged resources). That is
-  the stricter test of idempotency: it is what happens when state is lost or every step is replaced.
-- A failed step behaves as with `pulumi up --continue-on-error`: its error is held until nothing else is
-  running, so every resource that does not depend on it still runs; its dependents never start. (Without
-  that flag Pulumi lets running steps finish but starts no new ones; a re-run continues, the steps being
-  idempotent.) The run then fails with the first error.
+- State: every resource's inputs (secrets revealed, for the engine only) and outputs are recorded as each
+  step finishes, as Pulumi checkpoints after each step. A resource runs only when its inputs differ from
+  the recorded ones; paths in `ignoreChanges` keep their recorded value. A second run with no change
+  runs nothing and opens no SSH session.
+- `command:remote:Command`: a new resource runs `create`; changed inputs run `update` (or `create` when
+  `update` is unset) in place; a change of `triggers` or of a `replaceOnChanges` path replaces it: the new
+  one is created, and the old one's `delete` runs at the end of the run (before the create with
+  `deleteBeforeReplace`). Deletes run with the *recorded* inputs, stdin included, dependents first;
+  a resource recorded with `retainOnDelete` leaves the state without its delete running. Options (such
+  as retainOnDelete) of an unchanged resource are recorded without running it.
+- A create that fails is not recorded (the next run creates it again); an update that fails keeps the
+  old record. The first failure stops the engine from starting new steps; steps already running finish
+  (`continue_on_error=True` is `pulumi up --continue-on-error`: everything not depending on the failure
+  still runs). Removed resources are deleted only after a run without error.
+- Parallelism: at most `max_workers` registrations at once, by default the CLI's default
+  (4 x CPUs, `pkg/cmd/pulumi/operations/up.go`).
+- Failure text as pulumi-command writes it (`provider/pkg/provider/remote/commandOutputs.go`): the exit
+  status, the whole command and everything the step printed, stdout then stderr (the real provider
+  interleaves them in the order they arrived), behind the resource's type and name as the CLI shows it.
+  Stdout and stderr lose one trailing newline, as the provider trims them.
+- `preview()`: nothing runs and nothing is recorded; a resource that would be created, updated or
+  replaced has unknown outputs (for a Command: stdout and stderr, whatever input changed), and whatever
+  is computed from them is unknown. The Kubernetes provider is replaced when its kubeconfig is unknown or
+  names another cluster, unless `clusterIdentifier` is set and unchanged; every resource on a replaced
+  provider is replaced with it (pulumi-kubernetes `provider.go`, DiffConfig).
+- SSH: the real `ssh` client with pulumi-command's settings: the pinned `hostKey` (its type is the only
+  host-key algorithm allowed), ConnectTimeout = perDialTimeout, dialErrorLimit + 1 connection attempts,
+  the bastion as a ProxyCommand with its own pin. Unlike pulumi-command it offers no SSH agent keys
+  (the fleet has no agent) and the retry delays are ssh's own.
+- Every resource other than a Command echoes its inputs as outputs.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import hashlib
+import json
+import os
 import shlex
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-from components.plan.engine import ProgramRun, RecordedResource, RecordingMonitor, reveal, run_program
+from components.plan.engine import PROGRAM, ProgramRun, RecordedResource, RecordingMonitor, reveal, run_program
 
 from ..conftest import as_config
 
 COMMAND = "command:remote:Command"
+KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 STEP_TAG = " mlcluster-"
+DEFAULT_PARALLELISM = 4 * (os.cpu_count() or 1)
+"""`pulumi up`'s default --parallel: 4 x GOMAXPROCS (pkg/cmd/pulumi/operations/up.go)."""
+Runner = Callable[[Mapping[str, Any], str, "str | None"], "subprocess.CompletedProcess[str]"]
 
 
 class RemoteCommandError(RuntimeError):
-    """A step failed on a host (or the host could not be reached); the message names both."""
+    """A step failed on a host (or the host could not be reached), in pulumi-command's words."""
+
+
+class EngineStoppedError(RuntimeError):
+    """A step was not started because an earlier one failed (Pulumi starts no new steps after a failure)."""
 
 
 @dataclass
@@ -58,7 +83,7 @@ class StepRun:
     host: str
     user: str
     action: str
-    """create or delete"""
+    """create, update or delete"""
     started: float
     ended: float
     rc: int
@@ -71,6 +96,9 @@ class StepRun:
 class Stored:
     record: RecordedResource
     inputs: dict[str, Any]
+    """Inputs as recorded (secrets revealed, ignoreChanges applied): what a diff and a delete use."""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    """Outputs as the program received them (secrets wrapped)."""
 
 
 @dataclass
@@ -80,6 +108,10 @@ class FleetRun:
     steps: list[StepRun]
     wall_seconds: float
     deleted: list[str] = field(default_factory=list)
+    operations: dict[str, str] = field(default_factory=dict)
+    """What the engine did (or, in a preview, would do) with each resource, by name: create, update,
+    replace, same, delete."""
+    preview: bool = False
 
     def step(self, resource: str, action: str = "create") -> StepRun:
         found = [s for s in self.steps if s.resource == resource and s.action == action]
@@ -90,6 +122,9 @@ class FleetRun:
         if self.error is not None:
             raise self.error
 
+    def with_operation(self, operation: str) -> list[str]:
+        return sorted(name for name, op in self.operations.items() if op == operation)
+
 
 def _step_of(command: str) -> str:
     return command.rsplit(STEP_TAG, 1)[-1].strip() if STEP_TAG in command else "?"
@@ -97,6 +132,65 @@ def _step_of(command: str) -> str:
 
 def _secret(value: Any) -> dict[str, Any]:
     return {rpc._special_sig_key: rpc._special_secret_sig, "value": value}
+
+
+def _has_unknown(value: Any) -> bool:
+    if isinstance(value, Unknown):
+        return True
+    if isinstance(value, str):
+        return value == rpc.UNKNOWN
+    if isinstance(value, dict):
+        return any(_has_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknown(v) for v in value)
+    return False
+
+
+def with_ignored_changes(inputs: dict[str, Any], recorded: Mapping[str, Any], paths: list[str]) -> dict[str, Any]:
+    """`ignoreChanges`: each listed path (dotted, as Pulumi writes them) keeps its recorded value."""
+    result = copy.deepcopy(inputs)
+    for path in paths:
+        keys = path.split(".")
+        source: Any = recorded
+        for key in keys:
+            source = source.get(key) if isinstance(source, Mapping) else None
+        target = result
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        if source is None:
+            target.pop(keys[-1], None)
+        else:
+            target[keys[-1]] = source
+    return result
+
+
+def changed_keys(inputs: Mapping[str, Any], recorded: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in {*inputs, *recorded} if inputs.get(k) != recorded.get(k))
+
+
+def _active_cluster(kubeconfig: str) -> Any:
+    """The cluster entry the kubeconfig's current context uses (what pulumi-kubernetes compares)."""
+    try:
+        config = yaml.safe_load(kubeconfig) or {}
+        contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
+        wanted = contexts.get(config.get("current-context"), {}).get("cluster")
+        return next((c["cluster"] for c in config.get("clusters") or [] if c["name"] == wanted), None)
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return kubeconfig
+
+
+def kubernetes_provider_replaced(inputs: Mapping[str, Any], recorded: Mapping[str, Any]) -> bool:
+    """pulumi-kubernetes DiffConfig: a set, unchanged clusterIdentifier decides alone; otherwise an unknown
+    kubeconfig (a preview of a changed source) or one whose active cluster differs replaces the provider."""
+    new_id, old_id = inputs.get("clusterIdentifier"), recorded.get("clusterIdentifier")
+    if new_id is not None and new_id == old_id and not _has_unknown(new_id):
+        return False
+    if new_id != old_id:
+        return True
+    kubeconfig = inputs.get("kubeconfig")
+    if _has_unknown(kubeconfig):
+        return True
+    return bool(_active_cluster(str(kubeconfig)) != _active_cluster(str(recorded.get("kubeconfig"))))
 
 
 class SshRunner:
@@ -128,6 +222,9 @@ class SshRunner:
 
     def ssh_args(self, connection: Mapping[str, Any]) -> list[str]:
         host, port = str(connection["host"]), int(connection.get("port") or 22)
+        # pulumi-command: dialErrorLimit N allows N failed dials, so N+1 attempts (default 10).
+        dial_error_limit = connection.get("dialErrorLimit")
+        attempts = (10 if dial_error_limit is None else int(dial_error_limit)) + 1
         # KexAlgorithms and Ciphers: what pulumi-command's Go SSH client negotiates first (and cheaper on CI).
         args = [
             "ssh",
@@ -146,7 +243,7 @@ class SshRunner:
             "-o",
             f"ConnectTimeout={int(connection.get('perDialTimeout') or 15)}",
             "-o",
-            f"ConnectionAttempts={int(connection.get('dialErrorLimit') or 10)}",
+            f"ConnectionAttempts={attempts}",
             "-o",
             "GlobalKnownHostsFile=/dev/null",
             "-p",
@@ -162,6 +259,8 @@ class SshRunner:
                 "StrictHostKeyChecking=yes",
                 "-o",
                 f"UserKnownHostsFile={known}",
+                # Go's knownhosts callback allows only the pinned key's type: an ssh-rsa pin never
+                # negotiates rsa-sha2-256/512.
                 "-o",
                 f"HostKeyAlgorithms={str(host_key).split()[0]}",
             ]
@@ -181,16 +280,50 @@ class SshRunner:
         return subprocess.run(argv, input=stdin or "", capture_output=True, text=True, timeout=timeout, check=False)
 
 
-class FleetEngine:
-    """Runs the program against the fleet, run after run, remembering what each run registered."""
+def failure_text(resource: str, connection: Mapping[str, Any], command: str, result: Any) -> str:
+    """What `pulumi up` prints for a failed remote.Command: pulumi-command's error behind the resource."""
+    if result.returncode == 255 and not result.stdout:
+        # ssh itself failed: the Go client's dial error names the address it dialled.
+        where = f"{connection['host']}:{int(connection.get('port') or 22)}"
+        detail = result.stderr.strip() or "ssh exited 255"
+        return f"{COMMAND} ({resource}):\n    error: ssh: dial tcp {where}: {detail}"
+    return (
+        f"{COMMAND} ({resource}):\n    error: Process exited with status {result.returncode}: running "
+        f"{json.dumps(command)}:\n{result.stdout}{result.stderr}"
+    )
 
-    def __init__(self, workdir: Path | None = None, max_workers: int = 64) -> None:
+
+@dataclass
+class _Deployment:
+    """One run's bookkeeping."""
+
+    preview: bool
+    steps: list[StepRun] = field(default_factory=list)
+    operations: dict[str, str] = field(default_factory=dict)
+    replaced_providers: set[str] = field(default_factory=set)
+    first_error: BaseException | None = None
+
+
+class FleetEngine:
+    """Runs the program against the fleet, run after run, with Pulumi's rules for what runs when."""
+
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        max_workers: int | None = None,
+        *,
+        continue_on_error: bool = False,
+        runner: Runner | None = None,
+    ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="mlcfleet-engine-")
         self.workdir = workdir or Path(self._tmp.name)
         self.workdir.chmod(0o700)
         self.ssh = SshRunner(self.workdir)
-        self.max_workers = max_workers
+        self.runner: Runner = runner or self.ssh.run
+        self.max_workers = max_workers or DEFAULT_PARALLELISM
+        self.continue_on_error = continue_on_error
         self.state: dict[str, Stored] = {}
+        """The checkpoint: by URN; a replaced resource's old copy waits under '<urn>#replaced' for its delete."""
         self.runs: list[FleetRun] = []
         self._lock = threading.Lock()
         self._active = 0
@@ -202,8 +335,8 @@ class FleetEngine:
             self._last_activity = time.monotonic()
 
     def _hold_until_quiet(self, quiet_seconds: float = 1.0) -> None:
-        """Wait until no resource is being created and none has started for quiet_seconds: by then every
-        resource that does not depend on a failed one has run (dependents register within milliseconds)."""
+        """--continue-on-error: wait until no resource is being created and none has started for
+        quiet_seconds: by then every resource that does not depend on a failed one has run."""
         while True:
             with self._lock:
                 if self._active == 0 and time.monotonic() - self._last_activity > quiet_seconds:
@@ -220,12 +353,13 @@ class FleetEngine:
         command: str,
         action: str,
         secret_stdout: bool,
-        steps: list[StepRun],
+        deployment: _Deployment,
     ) -> subprocess.CompletedProcess[str]:
         connection = inputs["connection"]
-        stdin = inputs.get("stdin") if action == "create" else None
         started = time.time()
-        result = self.ssh.run(connection, command, stdin)
+        # Create, update and delete all get the stdin of the inputs they run with (a delete: the recorded one).
+        result = self.runner(connection, command, inputs.get("stdin"))
+        stdout, stderr = result.stdout.removesuffix("\n"), result.stderr.removesuffix("\n")
         step = StepRun(
             resource=resource,
             step=_step_of(command),
@@ -235,84 +369,155 @@ class FleetEngine:
             started=started,
             ended=time.time(),
             rc=result.returncode,
-            stdout=None if secret_stdout else result.stdout,
-            stderr=result.stderr,
+            stdout=None if secret_stdout else stdout,
+            stderr=stderr,
         )
         with self._lock:
-            steps.append(step)
-        where = f"{step.user}@{step.host}:{int(connection.get('port') or 22)}"
-        if result.returncode == 255 and not result.stdout:
-            raise RemoteCommandError(
-                f"{resource}: cannot open an SSH session to {where} for step {step.step!r}: "
-                f"{result.stderr.strip() or 'ssh exited 255'}"
-            )
+            deployment.steps.append(step)
         if result.returncode != 0:
-            tail = "\n".join(result.stderr.strip().splitlines()[-20:])
-            raise RemoteCommandError(
-                f"{resource}: step {step.step!r} ({action}) failed on {where} with exit code "
-                f"{result.returncode}:\n{tail}"
-            )
-        return result
+            raise RemoteCommandError(failure_text(resource, connection, command, result))
+        return subprocess.CompletedProcess(result.args, 0, stdout, stderr)
 
-    def up(self, values: Mapping[str, Any], secret: list[str], *, stack: str = "fleet") -> FleetRun:
+    def _fail(self, deployment: _Deployment, error: BaseException) -> None:
+        with self._lock:
+            if deployment.first_error is None:
+                deployment.first_error = error
+
+    def _operation(
+        self, record: RecordedResource, inputs: dict[str, Any], old: Stored | None, deployment: _Deployment
+    ) -> str:
+        if old is None:
+            return "create"
+        provider = record.options.get("provider") or ""
+        with self._lock:
+            on_replaced_provider = any(provider.startswith(urn + "::") for urn in deployment.replaced_providers)
+        if on_replaced_provider:
+            return "replace"
+        if record.type == KUBERNETES_PROVIDER:
+            if kubernetes_provider_replaced(inputs, old.inputs):
+                with self._lock:
+                    deployment.replaced_providers.add(record.urn)
+                return "replace"
+            return "same" if inputs == old.inputs else "update"
+        changed = changed_keys(inputs, old.inputs)
+        if not changed:
+            return "same"
+        replace_on = set(record.options.get("replaceOnChanges") or [])
+        if record.type == COMMAND:
+            replace_on.add("triggers")
+        if "*" in replace_on or replace_on.intersection(changed):
+            return "replace"
+        return "update"
+
+    def _register(
+        self, args: pulumi_mocks.MockResourceArgs, monitor: RecordingMonitor, deployment: _Deployment
+    ) -> tuple[str | None, dict[str, Any]]:
+        record = next((r for r in monitor.recorded if r.name == args.name and r.type == args.typ), None)
+        if record is None:
+            return f"{args.name}-id", dict(args.inputs)
+        inputs = reveal(dict(args.inputs))
+        old = self.state.get(record.urn)
+        if old is not None and record.options.get("ignoreChanges"):
+            inputs = with_ignored_changes(inputs, old.inputs, record.options["ignoreChanges"])
+        operation = self._operation(record, inputs, old, deployment)
+        with self._lock:
+            deployment.operations[record.name] = operation
+            stopped = deployment.first_error is not None and not self.continue_on_error
+        if old is not None and operation == "same":
+            if not deployment.preview:
+                with self._lock:
+                    self.state[record.urn] = Stored(record, old.inputs, old.outputs)
+            return f"{args.name}-id", old.outputs
+        if stopped:
+            raise EngineStoppedError(f"{record.name}: not started, an earlier step failed")
+        if deployment.preview:
+            outputs = dict(args.inputs)
+            if record.type == COMMAND:
+                outputs |= {"stdout": rpc.UNKNOWN, "stderr": rpc.UNKNOWN}
+            return f"{args.name}-id", outputs
+        if record.type != COMMAND:
+            with self._lock:
+                self.state[record.urn] = Stored(record, inputs, dict(args.inputs))
+            return f"{args.name}-id", dict(args.inputs)
+
+        secret_outputs = set(record.options["additionalSecretOutputs"])
+        outputs = dict(args.inputs)
+        if old is not None and operation == "replace" and record.options.get("deleteBeforeReplace"):
+            self._delete(old, deployment)
+            with self._lock:
+                self.state.pop(record.urn, None)
+        command = inputs.get("update") if operation == "update" and inputs.get("update") else inputs.get("create")
+        if command:
+            action = "update" if operation == "update" else "create"
+            result = self._execute(args.name, inputs, command, action, "stdout" in secret_outputs, deployment)
+            stdout, stderr = result.stdout, result.stderr
+        else:
+            # As pulumi-command: no create command, no session (a marker whose delete matters).
+            stdout = stderr = ""
+        for key, value in (("stdout", stdout), ("stderr", stderr)):
+            outputs[key] = _secret(value) if key in secret_outputs else value
+        with self._lock:
+            if old is not None and operation == "replace" and not record.options.get("deleteBeforeReplace"):
+                self.state[record.urn + "#replaced"] = old
+            self.state[record.urn] = Stored(record, inputs, outputs)
+        return f"{args.name}-id", outputs
+
+    def up(self, values: Mapping[str, Any], secret: list[str], **kwargs: Any) -> FleetRun:
+        """`pulumi up`: run what changed, record it, then delete what the program no longer registers."""
+        return self._run(values, secret, preview=False, **kwargs)
+
+    def preview(self, values: Mapping[str, Any], secret: list[str], **kwargs: Any) -> FleetRun:
+        """`pulumi preview`: what would happen, with unknown outputs; runs nothing, records nothing."""
+        return self._run(values, secret, preview=True, **kwargs)
+
+    def _run(
+        self,
+        values: Mapping[str, Any],
+        secret: list[str],
+        *,
+        preview: bool,
+        stack: str = "fleet",
+        program: Path = PROGRAM,
+    ) -> FleetRun:
         config = as_config(values)
-        steps: list[StepRun] = []
         monitors: list[RecordingMonitor] = []
-        created: dict[str, dict[str, Any]] = {}
-        """Inputs (secrets revealed) of each command that ran, by URN: what a later delete needs."""
+        deployment = _Deployment(preview=preview)
         engine = self
 
         class ExecutingMocks(pulumi_mocks.Mocks):
             def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-                if args.typ != COMMAND:
-                    return f"{args.name}-id", dict(args.inputs)
                 engine._busy(+1)
                 try:
-                    result = self._create(args)
-                except RemoteCommandError:
-                    engine._busy(-1)
-                    engine._hold_until_quiet()
+                    return engine._register(args, monitors[0], deployment)
+                except RemoteCommandError as error:
+                    engine._fail(deployment, error)
+                    if engine.continue_on_error:
+                        engine._busy(-1)
+                        engine._hold_until_quiet()
+                        engine._busy(+1)
                     raise
-                engine._busy(-1)
-                return result
-
-            def _create(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-                inputs = reveal(dict(args.inputs))
-                record = next(r for r in monitors[0].recorded if r.name == args.name and r.type == args.typ)
-                secret_outputs = set(record.options["additionalSecretOutputs"])
-                state = dict(args.inputs)
-                if "create" not in inputs:
-                    # As pulumi-command: no create command, no session (a marker whose delete matters).
-                    with engine._lock:
-                        created[record.urn] = inputs
-                    return f"{args.name}-id", {**state, "stdout": "", "stderr": ""}
-                result = engine._execute(
-                    args.name, inputs, inputs["create"], "create", "stdout" in secret_outputs, steps
-                )
-                for key, value in (("stdout", result.stdout), ("stderr", result.stderr)):
-                    state[key] = _secret(value) if key in secret_outputs else value
-                with engine._lock:
-                    created[record.urn] = inputs
-                return f"{args.name}-id", state
+                finally:
+                    engine._busy(-1)
 
             def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
                 return {}, None
 
         started = time.monotonic()
-        program: ProgramRun | None = None
+        program_run: ProgramRun | None = None
         error: BaseException | None = None
         # Garbage collection only in this thread: a failed run leaves futures whose finalizers log their
         # exceptions; formatted concurrently from worker threads, Python 3.11's traceback carets (ast.parse)
         # corrupt the AST recursion counter and every later ast.parse in the process fails (SystemError).
         gc.disable()
         try:
-            program = run_program(
+            program_run = run_program(
                 config,
                 [f"mlcluster:{k}" for k in secret],
                 stack=stack,
-                preview=False,
+                preview=preview,
                 mocks=ExecutingMocks(),
                 max_workers=self.max_workers,
+                program=program,
                 on_start=monitors.append,
             )
         except Exception as exc:
@@ -320,36 +525,46 @@ class FleetEngine:
         finally:
             gc.enable()
             gc.collect()
-        run = FleetRun(program=program, error=error, steps=steps, wall_seconds=0.0)
-        recorded = {r.urn: r for r in monitors[0].recorded} if monitors else {}
-        if error is None:
+        # The run fails with the first step that failed, not with whatever the SDK surfaced last.
+        error = deployment.first_error or error
+        run = FleetRun(program=program_run, error=error, steps=deployment.steps, wall_seconds=0.0, preview=preview)
+        registered = {r.urn for r in monitors[0].recorded} if monitors else set()
+        removed = {urn: stored for urn, stored in self.state.items() if urn not in registered}
+        if preview:
+            for stored in removed.values():
+                run.operations.setdefault(stored.record.name, "delete")
+        elif error is None:
             try:
-                run.deleted = self._delete_removed(set(recorded), steps)
+                run.deleted = self._delete_removed(removed, deployment)
             except RemoteCommandError as exc:
                 run.error = exc
-        for urn, inputs in created.items():
-            self.state[urn] = Stored(recorded[urn], inputs)
-        for urn, record in recorded.items():
-            if record.type != COMMAND:
-                self.state[urn] = Stored(record, record.raw_inputs)
+        run.operations = {**run.operations, **deployment.operations}
         run.wall_seconds = time.monotonic() - started
         self.runs.append(run)
         return run
 
-    def _delete_removed(self, registered: set[str], steps: list[StepRun]) -> list[str]:
-        """Delete what the previous runs had and this one did not register: dependents first."""
-        removed = {urn: stored for urn, stored in self.state.items() if urn not in registered}
+    def _delete(self, stored: Stored, deployment: _Deployment) -> None:
+        if stored.record.options.get("retainOnDelete"):
+            return  # retainOnDelete: the resource leaves the state, its delete never runs
+        delete = stored.inputs.get("delete") if stored.record.type == COMMAND else None
+        if delete:
+            self._execute(stored.record.name, stored.inputs, delete, "delete", False, deployment)
+
+    def _delete_removed(self, removed: dict[str, Stored], deployment: _Deployment) -> list[str]:
+        """Delete what this run did not register (and replaced resources' old copies): dependents first."""
         deleted: list[str] = []
-        while removed:
-            needed = {dep for s in removed.values() for dep in [*s.record.depends_on, s.record.parent]}
-            ready = sorted((urn for urn in removed if urn not in needed), key=lambda u: removed[u].record.name)
+        pending = dict(removed)
+        while pending:
+            needed = {dep for s in pending.values() for dep in [*s.record.depends_on, s.record.parent]}
+            ready = sorted(
+                (k for k, s in pending.items() if s.record.urn not in needed), key=lambda k: pending[k].record.name
+            )
             if not ready:
-                raise RuntimeError(f"dependency cycle among removed resources: {sorted(removed)}")
-            for urn in ready:
-                stored = removed.pop(urn)
-                delete = stored.inputs.get("delete") if stored.record.type == COMMAND else None
-                if delete:
-                    self._execute(stored.record.name, stored.inputs, delete, "delete", False, steps)
-                del self.state[urn]
+                raise RuntimeError(f"dependency cycle among removed resources: {sorted(pending)}")
+            for key in ready:
+                stored = pending.pop(key)
+                self._delete(stored, deployment)
+                with self._lock:
+                    del self.state[key]
                 deleted.append(stored.record.name)
         return deleted

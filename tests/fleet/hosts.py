@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .stubs._stub import OS_TOOLS, write_launcher
+from .stubs._stub import OS_TOOLS, _locked_json, write_launcher
 
 STUBS = Path(__file__).resolve().parent / "stubs"
 LOCK = Path("/run/lock/mlcluster-fleet.lock")
@@ -124,6 +124,18 @@ class FleetHost:
     def read(self, path: str) -> str:
         return self.run(f"cat {path}").stdout
 
+    def vanish(self) -> None:
+        """The host dies for good: its sshd stops answering and its kubelet stops reporting (NotReady)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
+        for path in (self.dir.parent.parent / "cluster").glob("*/cluster.json"):
+            with _locked_json(path) as cluster:  # under the lock the stubs take
+                if self.name in cluster.get("nodes", {}):
+                    cluster["nodes"][self.name]["ready"] = False
+
     def node(self, *roles: str, **extra: Any) -> dict[str, Any]:
         """This host as an entry of `mlcluster:nodes` (name, host, roles, pinned hostKey, user)."""
         entry: dict[str, Any] = {
@@ -184,18 +196,17 @@ class Fleet:
         """The stubs' shared cluster state ("API server") of each cluster initialised on this fleet."""
         return [json.loads(p.read_text()) for p in sorted((self.dir / "cluster").glob("*/cluster.json"))]
 
-    @contextlib.contextmanager
-    def cluster_lock(self) -> Iterator[dict[str, Any]]:
+    def cluster_lock(self) -> contextlib.AbstractContextManager[dict[str, Any]]:
         """The one cluster's shared state, locked as the stubs lock it, written back after the block (a test
         changing the "API server": a running job marker, say)."""
         (path,) = sorted((self.dir / "cluster").glob("*/cluster.json"))
-        with open(path.with_suffix(".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            data = json.loads(path.read_text())
-            yield data
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-            tmp.replace(path)
+        return _locked_json(path)
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the stubs' clock forward (tokens and certificate keys expire against it); real time is untouched."""
+        clock = self.dir / "cluster" / "clock.json"
+        offset = float(json.loads(clock.read_text())["offset"]) if clock.exists() else 0.0
+        clock.write_text(json.dumps({"offset": offset + seconds}))
 
     def stack_values(self, nodes: Sequence[dict[str, Any]], **sections: Any) -> tuple[dict[str, Any], list[str]]:
         """Config values for the program (and which are secret) with the fleet's key; platform layers off."""

@@ -14,7 +14,7 @@ from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
 from components.plan.writer import write_plan
 
 from ..conftest import load_spec
-from .engine import FleetRun
+from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, FleetHost, HostSpec
 from .measure import MEASUREMENTS, peak_concurrent_sessions, peak_overlap, sessions_per_step
 
@@ -88,10 +88,24 @@ CHANGING_CALLS = {
 def assert_a_second_run_changes_nothing(
     hosts: Fleet, engine: Any, values: dict[str, Any], secret: list[str]
 ) -> FleetRun:
-    """The same program again: every status step prints only `ok:` lines and no stub call changes anything."""
+    """The same program again opens no SSH session (nothing changed, so Pulumi runs nothing); then the same
+    program with its state lost (a fresh engine re-runs every create): every status step prints only
+    `ok:` lines and no stub call changes anything. Returns the state-lost run."""
+    sessions_before = {name: len(host.sessions()) for name, host in hosts.hosts.items()}
+    unchanged = engine.up(values, secret)
+    unchanged.raise_error()
+    opened = {name: len(host.sessions()) - sessions_before[name] for name, host in hosts.hosts.items()}
+    MEASUREMENTS.setdefault("ssh sessions opened by a no-change second up", []).append(sum(opened.values()))
+    assert unchanged.steps == [] and set(opened.values()) == {0}, f"a no-change run opened sessions: {opened}"
+    assert set(unchanged.operations.values()) == {"same"}
     before = {name: len(host.calls()) for name, host in hosts.hosts.items()}
-    second = engine.up(values, secret)
+    lost = FleetEngine()
+    try:
+        second = lost.up(values, secret)
+    finally:
+        lost.close()
     second.raise_error()
+    assert second.steps, "the state-lost run ran nothing"
     for step in second.steps:
         if step.step in SECRET_STEPS:
             continue
@@ -239,17 +253,23 @@ def test_three_control_planes_three_workers_behind_an_endpoint_mixed_os(fleet, f
     }
 
 
-def test_one_workers_failing_step_names_host_and_step_and_the_others_finish(fleet, fleet_engine) -> None:
+def test_one_workers_failing_step_names_host_and_step_and_the_others_finish(fleet) -> None:
     hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"), HostSpec("w-2", os="rocky-9"), HostSpec("w-3"))
     hosts["w-2"].set(fail={"dnf install": "Error: Failed to download metadata for repo 'docker-ce-stable'"})
     values, secret = hosts.stack_values(
         [hosts["cp-1"].node("control-plane"), hosts["w-1"].node(), hosts["w-2"].node(), hosts["w-3"].node()]
     )
-    run = fleet_engine.up(values, secret)
+    # `pulumi up --continue-on-error`: everything that does not depend on the failed step still runs.
+    engine = FleetEngine(continue_on_error=True)
+    try:
+        run = engine.up(values, secret)
+    finally:
+        engine.close()
     assert run.error is not None
     message = str(run.error)
-    assert "w-2-containerd" in message and "'containerd'" in message and hosts["w-2"].address in message, message
-    assert "Failed to download metadata" in message
+    # pulumi-command's text: the resource (named after its host), the step's command, what it printed.
+    assert message.startswith("command:remote:Command (w-2-containerd):"), message[:200]
+    assert " mlcluster-containerd" in message and "Failed to download metadata" in message
     failed = run.step("w-2-containerd")
     assert failed.rc != 0
     # Nothing after the failed step ran on w-2 (its join waits for it); everything else finished.
@@ -260,6 +280,27 @@ def test_one_workers_failing_step_names_host_and_step_and_the_others_finish(flee
     assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "w-1", "w-3"]
 
 
+def test_without_continue_on_error_a_failure_stops_new_steps_and_the_next_up_finishes_the_job(
+    fleet, fleet_engine
+) -> None:
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"), HostSpec("w-2", os="rocky-9"))
+    hosts["w-2"].set(fail={"dnf install": "Error: Failed to download metadata for repo 'docker-ce-stable'"})
+    values, secret = hosts.stack_values(
+        [hosts[n].node("control-plane" if n == "cp-1" else "worker") for n in hosts.hosts]
+    )
+    run = fleet_engine.up(values, secret)
+    assert run.error is not None and "w-2-containerd" in str(run.error)
+    # Steps already running finished; no new one started: cp-1 never reached kubeadm init.
+    assert hosts.clusters() == [] and "cp-1-kubeadm-init" not in {s.resource for s in run.steps}
+    hosts["w-2"].set(fail={})
+    again = fleet_engine.up(values, secret)
+    again.raise_error()
+    assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "w-1", "w-2"]
+    # What finished in the first run is recorded and does not run again.
+    first_done = {s.resource for s in run.steps if s.rc == 0}
+    assert first_done and not first_done & {s.resource for s in again.steps}
+
+
 def test_unreachable_host_and_wrong_host_key_fail_within_seconds(fleet, fleet_engine) -> None:
     hosts = fleet(HostSpec("cp-1"), HostSpec("other"))
     ghost = {**hosts["cp-1"].node("control-plane"), "host": hosts.unreachable_address()}
@@ -267,7 +308,7 @@ def test_unreachable_host_and_wrong_host_key_fail_within_seconds(fleet, fleet_en
     run = fleet_engine.up(values, secret)
     step = run.step("cp-1-os")
     assert run.error is not None and step.ended - step.started < 5, step.ended - step.started
-    assert f"root@{hosts.unreachable_address()}:22" in str(run.error) and "'os'" in str(run.error)
+    assert f"dial tcp {hosts.unreachable_address()}:22" in str(run.error) and "(cp-1-os)" in str(run.error)
     MEASUREMENTS["unreachable host: seconds to the error"] = round(step.ended - step.started, 2)
 
     impostor = {**hosts["cp-1"].node("control-plane"), "hostKey": hosts["other"].host_key}
@@ -307,6 +348,7 @@ def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
     wrong_pin, secret = hosts.stack_values(
         [hosts["cp-1"].node("control-plane")],
         ssh={"bastion": {"host": bastion.address, "hostKey": hosts["cp-1"].host_key}},
+        cluster={"apiAddress": "127.0.0.1:16443"},
     )
     impostor = fleet_engine.up(wrong_pin, secret)
     assert impostor.error is not None and "Host key verification failed" in str(impostor.error)
@@ -314,9 +356,15 @@ def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
     values, secret = hosts.stack_values(
         [hosts["cp-1"].node("control-plane")],
         ssh={"bastion": {"host": bastion.address, "hostKey": bastion.host_key}},
+        cluster={"apiAddress": "127.0.0.1:16443"},
     )
     run = fleet_engine.up(values, secret)
     run.raise_error()
+    # The bastion carries SSH only: the provider dials the address the Pulumi host reaches (a tunnel the user
+    # holds open); TLS still checks the control plane's own name. (The fleet has no API server to dial.)
+    (provider,) = [r for r in run.program.resources if r.type == "pulumi:providers:kubernetes"]
+    (cluster,) = [c["cluster"] for c in yaml.safe_load(provider.raw_inputs["kubeconfig"])["clusters"]]
+    assert cluster["server"] == "https://127.0.0.1:16443" and cluster["tls-server-name"] == hosts["cp-1"].address
     accepted = [
         line for line in (hosts["cp-1"].dir / "sshd.log").read_text().splitlines() if "Accepted publickey" in line
     ]

@@ -1,4 +1,5 @@
-"""Kubernetes minor upgrades, etcd snapshots and resuming, on the SSH fleet (engine: tests/fleet/engine.py).
+"""Kubernetes minor upgrades, etcd snapshots and resuming, on the SSH fleet and its engine with Pulumi's deployment
+rules (tests/fleet/engine.py: only changed resources run, the first failure stops new steps).
 
 The stubs hold the versions: kubeadm `upgrade plan|apply|node` enforce kubeadm's version policy against the
 version the fleet "API" holds, the kubelet refuses to start newer than an API server, and every version change is
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from components.render.etcd_snapshots import timer_step
 from components.render.upgrade import CONTROL_PLANE_COMPONENTS, Versions, skew_problems
 
+from ..conftest import load_spec
 from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, FleetHost, HostSpec
 from .measure import MEASUREMENTS
@@ -113,8 +116,27 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
     assert not [c for n in hosts.hosts for c in hosts[n].calls("kubectl") if c["argv"][:1] == ["drain"]]
     # kube-packages left every member's packages alone (it used to upgrade them in place, kubelets first).
     assert "ok: kubelet at 1.34.2 in the cluster: the upgrade steps move it to 1.36.0" in (
-        skipped.step("w-1-kube-packages").stdout or ""
+        skipped.step("w-1-kube-packages", "update").stdout or ""
     )
+
+    # What a reviewer sees: the preview updates the upgrade steps (and kube-packages' repository), runs nothing.
+    calls_before = {n: len(hosts[n].calls()) for n in hosts.hosts}
+    preview = fleet_engine.preview({**values, "kubernetesVersion": "1.35.0"}, secret)
+    preview.raise_error()
+    updated = preview.with_operation("update")
+    assert [n for n in updated if "upgrade" in n or "etcd-snapshot" in n] == sorted(
+        f"{first}-{step}"
+        for first, step in [
+            ("cp-1", "upgrade-preflight"),
+            ("cp-1", "etcd-snapshot"),
+            ("cp-1", "upgrade-control-plane"),
+            ("cp-1", "upgrade-kubelet"),
+            *[("cp-1", f"upgrade-{verb}-{n}") for verb in ("drain", "uncordon") for n in ("cp-1", "w-1", "w-2", "w-3")],
+            *[(w, "upgrade-kubelet") for w in WORKERS],
+        ]
+    )
+    assert {n: len(hosts[n].calls()) for n in hosts.hosts} == calls_before
+    MEASUREMENTS["upgrade 1cp+3w preview 1.34.2->1.35.0: resources updated"] = updated
 
     for name in hosts.hosts:
         hosts[name].set(latencies=SLOW)
@@ -246,10 +268,11 @@ def test_snapshot_timer_and_retention(fleet, fleet_engine) -> None:
         kept = hosts["cp-1"].run(f"ls {directory}").stdout.split()
         assert len(kept) == 2 and all(k.startswith("etcd-scheduled-") for k in kept), kept
         assert hosts["cp-1"].run(f"stat -c %a {directory}").stdout.strip() == "700"
-    # A second run changes nothing on the timer.
-    again = fleet_engine.up(values, secret)
-    again.raise_error()
-    assert (again.step("cp-1-etcd-snapshot-timer").stdout or "").startswith("ok: ")
+    # The timer step again (as after lost state or a replacement): it changes nothing.
+    step = timer_step(load_spec(values, secret))
+    assert step.script is not None
+    again = hosts["cp-1"].run(step.script).stdout.splitlines()
+    assert again and all(line.startswith("ok: ") for line in again), again
 
 
 def test_a_gpu_job_that_outlasts_the_wait_stops_the_upgrade_with_the_node_cordoned(fleet, fleet_engine) -> None:

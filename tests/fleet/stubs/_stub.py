@@ -7,6 +7,10 @@ behaviour between runs: `latency` (seconds every stub call sleeps), `latencies` 
 e.g. {"kubeadm init": 6}), `fail` ({"<tool> <args prefix>": "message"}: the matching call prints the message
 and exits 1), `containerdVersion`.
 
+The fleet's clock (`cluster_root/clock.json`, moved by `Fleet.advance_clock`) is what `Host.now()` returns:
+expiring things (bootstrap tokens, uploaded certificate keys) expire against it, so a test can let hours
+pass between runs.
+
 The "API server" of a cluster is a directory shared by all hosts of a fleet (`cluster_root/<endpoint>`):
 `kubeadm init` creates it, `token create` adds tokens, `join` checks them and registers Nodes, `kubectl`
 reads and changes them. No network traffic is involved.
@@ -70,6 +74,12 @@ class Host:
 
     def cluster_exists(self, endpoint: str) -> bool:
         return (self.cluster_root / _safe(endpoint) / "cluster.json").exists()
+
+    def now(self) -> float:
+        """Wall time plus the offset the test moved the fleet's clock by."""
+        clock = self.cluster_root / "clock.json"
+        offset = float(json.loads(clock.read_text())["offset"]) if clock.exists() else 0.0
+        return time.time() + offset
 
     def install_binary(self, tool: str) -> None:
         """A package put `tool` on PATH (the stubs for package binaries appear only once installed)."""

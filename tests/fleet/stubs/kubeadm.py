@@ -14,7 +14,6 @@ import os
 import re
 import secrets
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ SCHEMAS = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
 ADMIN_CONF = Path("/etc/kubernetes/admin.conf")
+CERTIFICATE_KEY_TTL = 2 * 3600
+"""kubeadm deletes the uploaded certificates (Secret kubeadm-certs) after two hours."""
 KUBELET_CONF = Path("/etc/kubernetes/kubelet.conf")
 RESTRICTED_LABEL = re.compile(r"^(?:[^/]*\.)?(kubernetes\.io|k8s\.io)/")
 # The kubelet's own rule (NodeRestriction), kept apart from components/config/checks.py on purpose: the
@@ -175,13 +176,12 @@ def _option(argv: list[str], name: str) -> str | None:
     return None
 
 
-def _admin_endpoint() -> str:
+def _admin_endpoint(kubeconfig: str | None = None) -> str:
+    path = Path(kubeconfig) if kubeconfig else ADMIN_CONF
     try:
-        config = yaml.safe_load(ADMIN_CONF.read_text())
+        config = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise fail(
-            "failed to load admin kubeconfig: open /etc/kubernetes/admin.conf: no such file or directory"
-        ) from None
+        raise fail(f"failed to load admin kubeconfig: open {path}: no such file or directory") from None
     return str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
 
 
@@ -250,7 +250,7 @@ def init(host: Host, argv: list[str]) -> int:
             caHash=secrets.token_hex(32),
             ca=base64.b64encode(secrets.token_bytes(24)).decode(),
             adminKey=base64.b64encode(secrets.token_bytes(32)).decode(),
-            tokens={token: time.time() + 86400},
+            tokens={token: host.now() + 86400},
             certificateKey=None,
             nodes={},
         )
@@ -260,6 +260,7 @@ def init(host: Host, argv: list[str]) -> int:
         upload = "--upload-certs" in argv
         if upload:
             cluster["certificateKey"] = secrets.token_hex(32)
+            cluster["certificateKeyExpires"] = host.now() + CERTIFICATE_KEY_TTL
             cluster["issuedCertificateKeys"] = [cluster["certificateKey"]]
         admin = _kubeconfig(endpoint, cluster["name"], "kubernetes-admin", cluster["adminKey"], cluster["ca"])
         ca_hash, key = cluster["caHash"], cluster["certificateKey"]
@@ -294,6 +295,7 @@ def upload_certs(host: Host, argv: list[str]) -> int:
     key = secrets.token_hex(32)
     with host.cluster(endpoint) as cluster:
         cluster["certificateKey"] = key
+        cluster["certificateKeyExpires"] = host.now() + CERTIFICATE_KEY_TTL
         cluster.setdefault("issuedCertificateKeys", []).append(key)
     print('[upload-certs] Storing the certificates in Secret "kubeadm-certs" in the "kube-system" Namespace')
     print("[upload-certs] Using certificate key:")
@@ -325,7 +327,7 @@ def join(host: Host, argv: list[str]) -> int:
     name = registration.get("name", host.name)
     control_plane = "controlPlane" in doc
     with host.cluster(endpoint) as cluster:
-        if cluster["tokens"].get(token, 0) < time.time():
+        if cluster["tokens"].get(token, 0) < host.now():
             raise fail(
                 "error execution phase preflight: couldn't validate the identity of the API Server: token id"
                 " is invalid for this cluster or it has expired"
@@ -334,6 +336,14 @@ def join(host: Host, argv: list[str]) -> int:
             raise fail(
                 "error execution phase preflight: cluster CA found in cluster-info ConfigMap is invalid:"
                 " none of the public keys match the provided hashes"
+            )
+        if control_plane and cluster.get("certificateKeyExpires", 0) < host.now():
+            # The kubeadm-certs Secret is owned by a 2 h token; once it is gone there is nothing to download.
+            raise fail(
+                "error execution phase control-plane-prepare/download-certs: error downloading certs: error"
+                ' downloading the secret: Secret "kubeadm-certs" was not found in the "kube-system" Namespace.'
+                " This Secret might have expired. Please, run `kubeadm init phase upload-certs --upload-certs`"
+                " on a control plane to generate a new one"
             )
         if control_plane and doc["controlPlane"].get("certificateKey") != cluster.get("certificateKey"):
             raise fail(
@@ -370,20 +380,35 @@ def join(host: Host, argv: list[str]) -> int:
 
 
 def token(host: Host, argv: list[str]) -> int:
+    if argv[:1] == ["delete"]:
+        return token_delete(host, argv[1:])
     if argv[:1] != ["create"]:
-        raise fail(f"kubeadm token: the stub supports create only, not {' '.join(argv)}")
-    endpoint = _admin_endpoint()
+        raise fail(f"kubeadm token: the stub supports create and delete only, not {' '.join(argv)}")
+    endpoint = _admin_endpoint(_option(argv, "--kubeconfig"))
     ttl = _option(argv, "--ttl") or "24h"
     seconds = int(ttl[:-1]) * {"h": 3600, "m": 60, "s": 1}[ttl[-1]]
     value = new_token()
     with host.cluster(endpoint) as cluster:
-        cluster["tokens"][value] = time.time() + seconds
+        cluster["tokens"][value] = host.now() + seconds
         ca_hash = cluster["caHash"]
     if "--print-join-command" in argv:
         # Real kubeadm's template leaves a space after each hash.
         print(f"kubeadm join {endpoint} --token {value} --discovery-token-ca-cert-hash sha256:{ca_hash} ")
     else:
         print(value)
+    return 0
+
+
+def token_delete(host: Host, argv: list[str]) -> int:
+    """`kubeadm token delete <id or token>...`: the tokens go; the test still knows them (deletedTokens)."""
+    endpoint = _admin_endpoint(_option(argv, "--kubeconfig"))
+    ids = [a.split(".")[0] for a in argv if not a.startswith("-") and a != _option(argv, "--kubeconfig")]
+    with host.cluster(endpoint) as cluster:
+        for value in [t for t in cluster["tokens"] if t.split(".")[0] in ids]:
+            del cluster["tokens"][value]
+            cluster.setdefault("deletedTokens", []).append(value)
+    for token_id in ids:
+        print(f'bootstrap token "{token_id}" deleted')
     return 0
 
 

@@ -116,10 +116,12 @@ def kubectl(host: Host, argv: list[str]) -> int:
         if verb == "get" and output.startswith("jsonpath="):
             print(_jsonpath(nodes[names[0]], output.removeprefix("jsonpath=")), end="")
         elif verb == "get":
-            print("NAME STATUS ROLES AGE VERSION")
+            if "--no-headers" not in argv:
+                print("NAME STATUS ROLES AGE VERSION")
             for name in names or sorted(nodes):
                 role = "control-plane" if nodes[name]["controlPlane"] else "<none>"
-                status = "Ready,SchedulingDisabled" if nodes[name]["unschedulable"] else "Ready"
+                status = "Ready" if nodes[name].get("ready", True) else "NotReady"
+                status += ",SchedulingDisabled" if nodes[name]["unschedulable"] else ""
                 print(f"{name} {status} {role} 1m v{nodes[name].get('kubeletVersion', '')}")
         elif verb in ("drain", "cordon"):
             for name in names:
@@ -130,6 +132,15 @@ def kubectl(host: Host, argv: list[str]) -> int:
                         raise fail(
                             f"error: unable to drain node {name!r} due to error: cannot delete DaemonSet-managed"
                             " Pods (use --ignore-daemonsets to ignore)"
+                        )
+                    if not nodes[name].get("ready", True):
+                        # The pods' deletion is never confirmed by a dead kubelet: kubectl waits out --timeout.
+                        timeout = next((a.split("=", 1)[1] for a in argv if a.startswith("--timeout=")), None)
+                        if timeout is None:
+                            raise fail(f"stub kubectl: drain of NotReady node {name!r} without --timeout never ends")
+                        raise fail(
+                            f"error: unable to drain node {name!r} due to error: error when waiting for pod"
+                            f' "work-1" in namespace "default" to terminate: global timeout reached: {timeout}'
                         )
                     # Evictions: the "pods" on the node go (a test's running-job markers among them).
                     for pod_name, pod in sorted((cluster.get("pods") or {}).items()):

@@ -1,0 +1,284 @@
+"""The fleet engine itself follows Pulumi's rules (../shared/docs/REAL-ENGINE.md): one toy program, one rule a test.
+
+The toy program is a few `remote.Command`s (and optionally a Kubernetes provider with one object) described
+by the `mlcluster:toy` config value; the engine's SSH runner is replaced by a recorder, so these tests need
+no fleet and show exactly which command ran with which stdin.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .engine import COMMAND, DEFAULT_PARALLELISM, EngineStoppedError, FleetEngine, RemoteCommandError
+
+TOY = """
+import json
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi_command import remote
+
+toy = json.loads(pulumi.Config("mlcluster").require("toy"))
+made = {}
+for c in toy["commands"]:
+    stdin = made[c["stdinFrom"]].stdout if "stdinFrom" in c else c.get("stdin")
+    made[c["name"]] = remote.Command(
+        c["name"],
+        connection=remote.ConnectionArgs(host=c.get("host", "h"), user="root"),
+        create=c.get("create"),
+        update=c.get("update"),
+        delete=c.get("delete"),
+        stdin=stdin,
+        triggers=c.get("triggers"),
+        opts=pulumi.ResourceOptions(
+            depends_on=[made[d] for d in c.get("after", [])],
+            ignore_changes=c.get("ignore", []),
+            replace_on_changes=c.get("replaceOn", []),
+            delete_before_replace=c.get("deleteBeforeReplace", False),
+            retain_on_delete=c.get("retainOnDelete", False),
+        ),
+    )
+if "provider" in toy:
+    p = toy["provider"]
+    provider = k8s.Provider(
+        "k8s",
+        kubeconfig=made[p["from"]].stdout if "from" in p else p["kubeconfig"],
+        cluster_identifier=p.get("clusterIdentifier"),
+    )
+    k8s.core.v1.ConfigMap("cm", data={"a": "b"}, opts=pulumi.ResourceOptions(provider=provider))
+"""
+KUBECONFIG = """apiVersion: v1
+kind: Config
+current-context: admin@c
+clusters: [{name: c, cluster: {server: "https://%s:6443"}}]
+contexts: [{name: admin@c, context: {cluster: c, user: admin}}]
+users: [{name: admin, user: {}}]
+"""
+
+
+class Recorder:
+    """Stands in for SSH: records (command, stdin, start, end); `fail <text>` exits 1 (after 0.2 s when
+    the text says `slowly`), `sleep <s>` sleeps."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None, float, float]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, connection: Mapping[str, Any], command: str, stdin: str | None) -> Any:
+        start = time.monotonic()
+        rc, stdout = 0, f"out of {command}\n"
+        if command.startswith("sleep "):
+            time.sleep(float(command.split()[1]))
+        if command.startswith("kubeconfig "):
+            stdout = KUBECONFIG % command.split()[1]
+        if command.startswith("fail"):
+            time.sleep(0.2 if "slowly" in command else 0)
+            rc, stdout = 1, f"printed before failing: {stdin}\n"
+        with self._lock:
+            self.calls.append((command, stdin, start, time.monotonic()))
+        return subprocess.CompletedProcess([], rc, stdout, "boom\n" if rc else "")
+
+    def commands(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+    def peak(self) -> int:
+        events = sorted(e for _, _, s, t in self.calls for e in ((s, 1), (t, -1)))
+        peak = current = 0
+        for _, delta in events:
+            current += delta
+            peak = max(peak, current)
+        return peak
+
+
+@pytest.fixture
+def toy(tmp_path: Path):
+    program = tmp_path / "__main__.py"
+    program.write_text(TOY)
+    engines: list[FleetEngine] = []
+
+    def make(**kwargs: Any) -> tuple[FleetEngine, Recorder, Any]:
+        recorder = Recorder()
+        engine = FleetEngine(runner=recorder, **kwargs)
+        engines.append(engine)
+
+        def up(commands: list[dict[str, Any]], preview: bool = False, **extra: Any) -> Any:
+            run = engine.preview if preview else engine.up
+            return run({"toy": {"commands": commands, **extra}}, [], program=program)
+
+        return engine, recorder, up
+
+    yield make
+    for engine in engines:
+        engine.close()
+
+
+def test_a_second_run_without_change_runs_nothing(toy) -> None:
+    _, recorder, up = toy()
+    program = [{"name": "a", "create": "make a"}, {"name": "b", "create": "make b", "stdinFrom": "a"}]
+    up(program).raise_error()
+    assert recorder.commands() == ["make a", "make b"]
+    second = up(program)
+    second.raise_error()
+    assert recorder.commands() == ["make a", "make b"], "an unchanged resource ran again"
+    assert second.with_operation("same") == ["a", "b"]
+    # Outputs of unchanged resources come from the state: b still got a's stdout on its first run.
+    assert recorder.calls[1][1] == "out of make a"
+
+
+def test_a_changed_input_runs_create_again_in_place_or_update_when_set(toy) -> None:
+    _, recorder, up = toy()
+    up([{"name": "a", "create": "make a", "delete": "remove a"}]).raise_error()
+    run = up([{"name": "a", "create": "make a v2", "delete": "remove a"}])
+    run.raise_error()
+    assert run.operations["a"] == "update" and recorder.commands() == ["make a", "make a v2"]
+    run = up([{"name": "a", "create": "make a v3", "update": "change a", "delete": "remove a"}])
+    assert recorder.commands()[-1] == "change a" and "remove a" not in recorder.commands()
+
+
+def test_ignore_changes_keeps_the_recorded_value(toy) -> None:
+    _, recorder, up = toy()
+    up([{"name": "a", "create": "make a", "stdin": "one", "ignore": ["stdin"]}]).raise_error()
+    run = up([{"name": "a", "create": "make a", "stdin": "two", "ignore": ["stdin"]}])
+    assert run.operations["a"] == "same" and len(recorder.calls) == 1
+    # Without ignoreChanges the same change runs the step again.
+    run = up([{"name": "a", "create": "make a", "stdin": "two"}])
+    assert run.operations["a"] == "update" and recorder.calls[-1][:2] == ("make a", "two")
+
+
+@pytest.mark.parametrize(
+    ("change", "order"),
+    [
+        ({"triggers": ["2"]}, ["make a", "remove a"]),
+        ({"create": "make a v2", "replaceOn": ["create"]}, ["make a v2", "remove a"]),
+        ({"triggers": ["2"], "deleteBeforeReplace": True}, ["remove a", "make a"]),
+    ],
+    ids=["triggers: create before delete", "replaceOnChanges", "deleteBeforeReplace"],
+)
+def test_replacement_order_and_the_old_delete_gets_the_recorded_stdin(toy, change, order) -> None:
+    _, recorder, up = toy()
+    base = {"name": "a", "create": "make a", "delete": "remove a", "stdin": "old secret", "triggers": ["1"]}
+    up([base]).raise_error()
+    run = up([{**base, **change, "stdin": "new secret", "replaceOn": change.get("replaceOn", [])}])
+    run.raise_error()
+    assert run.operations["a"] == "replace"
+    assert recorder.commands()[1:] == order
+    (delete,) = [c for c in recorder.calls if c[0] == "remove a"]
+    assert delete[1] == "old secret"
+
+
+def test_removed_resources_are_deleted_dependents_first_with_their_recorded_stdin(toy) -> None:
+    _, recorder, up = toy()
+    program = [
+        {"name": "base", "create": "make base", "delete": "remove base", "stdin": "base stdin"},
+        {"name": "top", "create": "make top", "delete": "remove top", "after": ["base"], "stdin": "top stdin"},
+    ]
+    up(program).raise_error()
+    run = up([])
+    run.raise_error()
+    assert run.deleted == ["top", "base"]
+    assert [(c[0], c[1]) for c in recorder.calls[2:]] == [("remove top", "top stdin"), ("remove base", "base stdin")]
+
+
+def test_retain_on_delete_set_on_an_unchanged_resource_is_recorded_and_skips_its_delete(toy) -> None:
+    _, recorder, up = toy()
+    step = {"name": "a", "create": "make a", "delete": "remove a"}
+    up([step]).raise_error()
+    marked = up([{**step, "retainOnDelete": True}])
+    assert marked.operations["a"] == "same" and len(recorder.calls) == 1
+    removed = up([])
+    removed.raise_error()
+    assert removed.deleted == ["a"] and "remove a" not in recorder.commands()
+    # Without the option the delete runs.
+    up([step]).raise_error()
+    up([]).raise_error()
+    assert recorder.commands()[-1] == "remove a"
+
+
+def test_a_failed_create_is_not_recorded_and_the_first_failure_stops_new_steps(toy) -> None:
+    _, recorder, up = toy()
+    program = [
+        {"name": "bad", "create": "fail slowly"},
+        {"name": "slow", "create": "sleep 0.6"},
+        {"name": "after-slow", "create": "make after", "after": ["slow"]},
+    ]
+    run = up(program)
+    assert isinstance(run.error, RemoteCommandError)
+    # The running step finished (and is recorded); the one that would have started after the failure did not.
+    assert "sleep 0.6" in recorder.commands() and "make after" not in recorder.commands()
+    assert run.operations["after-slow"] == "create"
+    fixed = [{**program[0], "create": "make bad"}, *program[1:]]
+    again = up(fixed)
+    again.raise_error()
+    assert recorder.commands()[-2:] == ["make bad", "make after"], "the failed create was recorded"
+    assert again.operations["slow"] == "same"
+
+
+def test_continue_on_error_runs_everything_that_does_not_depend_on_the_failure(toy) -> None:
+    _, recorder, up = toy(continue_on_error=True)
+    run = up(
+        [
+            {"name": "bad", "create": "fail now"},
+            {"name": "child", "create": "make child", "after": ["bad"]},
+            {"name": "slow", "create": "sleep 0.5"},
+            {"name": "after-slow", "create": "make after", "after": ["slow"]},
+        ]
+    )
+    assert isinstance(run.error, RemoteCommandError) and not isinstance(run.error, EngineStoppedError)
+    assert "make after" in recorder.commands() and "make child" not in recorder.commands()
+
+
+def test_parallelism_defaults_to_the_clis_and_bounds_steps_at_once(toy) -> None:
+    assert FleetEngine().max_workers == DEFAULT_PARALLELISM == 4 * (os.cpu_count() or 1)
+    program = [{"name": f"s{i}", "create": f"sleep 0.2 {i}"} for i in range(8)]
+    _, narrow, up = toy(max_workers=2)
+    up(program).raise_error()
+    assert narrow.peak() <= 2
+    _, wide, up = toy(max_workers=8)
+    up(program).raise_error()
+    assert wide.peak() > 2
+
+
+def test_failure_text_is_pulumi_commands_command_stdout_and_stderr(toy) -> None:
+    _, _, up = toy()
+    run = up([{"name": "bad", "create": "fail loudly", "stdin": "the-credential"}])
+    text = str(run.error)
+    assert text.startswith(f"{COMMAND} (bad):") and "Process exited with status 1" in text
+    assert 'running "fail loudly"' in text and "boom" in text
+    # Whatever the step printed before failing is in the error, logging settings notwithstanding.
+    assert "printed before failing: the-credential" in text
+
+
+def test_preview_runs_nothing_records_nothing_and_changed_outputs_are_unknown(toy) -> None:
+    engine, recorder, up = toy()
+    program = [{"name": "a", "create": "make a"}, {"name": "b", "create": "make b", "stdinFrom": "a"}]
+    up(program).raise_error()
+    state = {urn: stored.inputs for urn, stored in engine.state.items()}
+    preview = up([{**program[0], "create": "make a v2"}, program[1]], preview=True)
+    preview.raise_error()
+    assert len(recorder.calls) == 2 and {u: s.inputs for u, s in engine.state.items()} == state
+    # b's stdin is a's stdout, unknown now: b would run again although its own inputs did not change.
+    assert preview.operations == {"a": "update", "b": "update"}
+    assert up(program, preview=True).operations == {"a": "same", "b": "same"}
+
+
+@pytest.mark.parametrize(
+    ("identifier", "replaced"), [(None, ["cm", "k8s"]), ("cluster-1", [])], ids=["no clusterIdentifier", "stable"]
+)
+def test_preview_replaces_a_provider_with_an_unknown_kubeconfig_and_everything_on_it(toy, identifier, replaced) -> None:
+    _, _, up = toy()
+    provider = {"from": "kubeconfig", **({"clusterIdentifier": identifier} if identifier else {})}
+    up([{"name": "kubeconfig", "create": "kubeconfig 10.0.0.1"}], provider=provider).raise_error()
+    # A change to the step that prints the kubeconfig (its script, its connection) makes it unknown.
+    preview = up([{"name": "kubeconfig", "create": "kubeconfig 10.0.0.1 # edited"}], preview=True, provider=provider)
+    assert preview.with_operation("replace") == replaced
+    # A known kubeconfig for the same cluster never replaces; another cluster does (without an identifier).
+    up([{"name": "kubeconfig", "create": "kubeconfig 10.0.0.1 # edited"}], provider=provider).raise_error()
+    moved = up([{"name": "kubeconfig", "create": "kubeconfig 10.0.0.2"}], provider=provider)
+    assert moved.with_operation("replace") == replaced
