@@ -6,7 +6,7 @@ Use it (tests under tests/fleet/ get the fixtures from its conftest.py)::
     def test_something(fleet, fleet_engine):
         hosts = fleet(HostSpec("cp-1"), HostSpec("w-1", os="rocky-9", user="deploy", containerd="2.1.4"))
         values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
-        run = fleet_engine.up(values, secret)          # a real run: every create over SSH, outputs flow
+        run = fleet_engine.up(values, secret)          # a real run: what changed runs over SSH, outputs flow
         run.raise_error()
         assert run.step("w-1-containerd").stdout ...    # StepRun: host, step, rc, stdout (None if secret), times
         assert hosts["w-1"].calls("systemctl") ...      # stub calls in order: tool, argv, t0, t1, rc, hashes
@@ -35,9 +35,15 @@ apt-mark/dpkg-query, dnf/rpm, modprobe, sysctl, swapon/swapoff, containerd --ver
 directory per cluster stands in for the API server. Add a stub: a function in a stubs file, its name in
 `_stub.STUB_FILES` (and `OS_TOOLS` if it is on PATH from the start, or a package's `BINARIES`).
 
-`engine.FleetEngine` is the executing mock engine; its docstring says exactly where it differs from a
-real `pulumi up` (every create re-runs on a repeated run; removed resources' deletes run in reverse
-dependency order). Fleet tests are marked `fleet`; they need root, `ip netns`, `unshare`, sshd and sudo,
+`engine.FleetEngine` is the executing mock engine. It follows Pulumi's deployment rules (its docstring
+lists them, tests/fleet/test_engine.py checks each on a toy program): a repeated `up` runs only what
+changed (an unchanged program opens no SSH session), a failed create is not recorded, the first failure
+stops new steps (`FleetEngine(continue_on_error=True)` is `--continue-on-error`), removed resources are
+deleted with their recorded inputs, `preview()` runs nothing and marks changed outputs unknown, and errors
+read like pulumi-command's. To re-run every step (the idempotency check of "state lost"), use a fresh
+engine. `Fleet.advance_clock(seconds)` moves the stubs' clock (token and certificate-key expiry);
+`FleetHost.vanish()` kills a host's sshd and marks its Node NotReady.
+Fleet tests are marked `fleet`; they need root, `ip netns`, `unshare`, sshd and sudo,
 and FAIL (FleetUnavailable) when the machine lacks them. MLCLUSTER_FLEET_KEEP=1 keeps the fleet's
 directory (logs, host state) for a post-mortem.
 """

@@ -113,9 +113,11 @@ class FleetRun:
     replace, same, delete."""
     preview: bool = False
 
-    def step(self, resource: str, action: str = "create") -> StepRun:
-        found = [s for s in self.steps if s.resource == resource and s.action == action]
-        assert len(found) == 1, f"expected one {action} of {resource}, found {len(found)}"
+    def step(self, resource: str, action: str | None = None) -> StepRun:
+        """The one run of `resource`'s command: by default its create or update (what ran it in this run)."""
+        actions = (action,) if action else ("create", "update")
+        found = [s for s in self.steps if s.resource == resource and s.action in actions]
+        assert len(found) == 1, f"expected one {'/'.join(actions)} of {resource}, found {len(found)}"
         return found[0]
 
     def raise_error(self) -> None:

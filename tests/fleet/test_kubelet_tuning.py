@@ -95,7 +95,12 @@ def test_flags_line_on_deb_and_rpm_rerun_changes_nothing_day2_restarts_once_per_
     day1 = restart_counts(hosts, "kubelet")
     assert day1 == dict.fromkeys(env_file, 0), day1
 
-    second = up(fleet_engine, values, secret)
+    # The same program with its state lost (a fresh engine runs every step; with the state nothing would run).
+    state_lost = FleetEngine()
+    try:
+        second = up(state_lost, values, secret)
+    finally:
+        state_lost.close()
     rerun = restart_counts(hosts, "kubelet")
     assert rerun == day1
     for name in env_file:
