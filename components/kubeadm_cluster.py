@@ -13,6 +13,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from .cluster_care import ClusterCare
 from .config.spec import Spec
 from .control_plane import FirstControlPlane
 from .kubelet_restarts import KubeletRestarts
@@ -70,7 +71,10 @@ class KubeadmCluster(pulumi.ComponentResource):
                 last_control_plane_join = join.join
 
         # Day-2 tuning changes restart containerd/kubelet batch by batch, once each node is in the cluster.
-        KubeletRestarts(spec, {first.name: control_plane.init, **{n: j.join for n, j in joins.items()}}, opts=child)
+        member = {first.name: control_plane.init, **{n: j.join for n, j in joins.items()}}
+        restarts = KubeletRestarts(spec, member, opts=child)
+        # Upgrades and etcd snapshots; an upgrade starts once every join and day-2 restart is done.
+        ClusterCare(spec, member, after=list(restarts.steps.values()), opts=child)
 
         self.kubeconfig = control_plane.kubeconfig
         api_address = spec.cluster.api_address

@@ -94,7 +94,8 @@ class RestartSpec:
     )
     max_unavailable_workers: str = setting(
         "25%",
-        doc="Workers restarted at the same time: a count or a percentage of the workers (rounded down, at least 1).",
+        doc="Workers restarted (and, in a Kubernetes upgrade, drained and upgraded) at the same time: a count or a"
+        " percentage of the workers (rounded down, at least 1).",
         check=_max_unavailable,
     )
 

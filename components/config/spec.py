@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks, formats
+from .care import EtcdSnapshotSpec, UpgradeSpec
 from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
@@ -240,6 +241,10 @@ class Spec:
         default_factory=ImagesSpec, doc="Big-image logistics: mirrors, peer-to-peer sharing, pre-pulling."
     )
     workloads: WorkloadsSpec = setting(default_factory=WorkloadsSpec, doc="The seeds' workloads (YOLO, training).")
+    upgrade: UpgradeSpec = setting(
+        default_factory=UpgradeSpec, doc="How a changed kubernetesVersion drains nodes (docs/cluster-care.md)."
+    )
+    etcd_snapshots: EtcdSnapshotSpec = setting(default_factory=EtcdSnapshotSpec, doc="Scheduled etcd snapshots.")
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:

@@ -16,6 +16,19 @@ at_version() {
   done
 }
 
+# A node already in the cluster keeps its versions here: moving its kubelet in place, before `kubeadm upgrade`
+# and without a drain, would make it newer than the API server. The upgrade steps move it, in order.
+install_or_leave_to_upgrade() {
+  if at_version; then
+    ok "kubeadm kubelet kubectl at $K8S_VERSION"
+  elif [ -f /etc/kubernetes/kubelet.conf ] && [ -n "$(kube_package_version kubelet)" ]; then
+    ok "kubelet at $(kube_package_version kubelet) in the cluster: the upgrade steps move it to $K8S_VERSION"
+  else
+    kube_packages_install "$K8S_VERSION" "${packages[@]}"
+    changed "kubeadm kubelet kubectl installed at $K8S_VERSION"
+  fi
+}
+
 case $OS_FAMILY in
   deb)
     keyring=/etc/apt/keyrings/kubernetes-apt-keyring.gpg
@@ -31,15 +44,7 @@ case $OS_FAMILY in
     else
       ok "repository for Kubernetes $K8S_MINOR configured"
     fi
-    if at_version; then
-      ok "kubeadm kubelet kubectl at $K8S_VERSION"
-    else
-      # After the refresh: apt-mark cannot find packages of a repository apt has not read yet.
-      pkg_refresh
-      apt-mark unhold "${packages[@]}" >/dev/null
-      pkg_install --allow-change-held-packages "${packages[@]/%/=$K8S_VERSION-*}"
-      changed "kubeadm kubelet kubectl installed at $K8S_VERSION"
-    fi
+    install_or_leave_to_upgrade
     held=$(apt-mark showhold)
     for pkg in "${packages[@]}"; do
       if grep -qx "$pkg" <<<"$held"; then
@@ -57,12 +62,7 @@ case $OS_FAMILY in
     else
       ok "repository for Kubernetes $K8S_MINOR configured (packages excluded from upgrades)"
     fi
-    if at_version; then
-      ok "kubeadm kubelet kubectl at $K8S_VERSION"
-    else
-      pkg_install --disableexcludes=kubernetes "${packages[@]/%/-$K8S_VERSION}"
-      changed "kubeadm kubelet kubectl installed at $K8S_VERSION"
-    fi
+    install_or_leave_to_upgrade
     ;;
 esac
 service_enable_now kubelet

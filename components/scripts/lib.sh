@@ -163,3 +163,60 @@ firewall_open() {
 selinux_mode() {
   getenforce 2>/dev/null || printf 'Disabled'
 }
+
+# Kubernetes packages ($2…: kubeadm, kubelet, kubectl) at version $1, past the DEB hold / RPM repository exclude
+# that keeps routine upgrades from moving them; callers hold them again (kube_packages_hold).
+kube_packages_install() {
+  local version=$1
+  shift
+  case $OS_FAMILY in
+    deb)
+      # After the refresh: apt-mark cannot find packages of a repository apt has not read yet.
+      pkg_refresh
+      apt-mark unhold "$@" >/dev/null
+      pkg_install --allow-change-held-packages "${@/%/=$version-*}"
+      ;;
+    rpm) pkg_install --disableexcludes=kubernetes "${@/%/-$version}" ;;
+  esac
+}
+
+# RPM needs nothing: the repository file excludes the packages from every transaction without --disableexcludes.
+kube_packages_hold() {
+  case $OS_FAMILY in
+    deb) apt-mark hold "$@" >/dev/null ;;
+    rpm) ;;
+  esac
+}
+
+# Succeeds when the configured repositories offer package $1 at Kubernetes version $2.
+kube_package_available() {
+  case $OS_FAMILY in
+    deb) pkg_refresh >/dev/null && apt-cache madison "$1" | grep -q "| *$2-" ;;
+    rpm) dnf list --showduplicates --disableexcludes=kubernetes -q "$1-$2" >/dev/null 2>&1 ;;
+  esac
+}
+
+# The Kubernetes version (1.34.2) of installed package $1, or nothing.
+kube_package_version() {
+  local version
+  version=$(pkg_version "$1")
+  printf '%s' "${version%%-*}"
+}
+
+# The version (1.34.2) the cluster's API server reports, read with the node's admin kubeconfig.
+kube_cluster_version() {
+  kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /version |
+    sed -n 's/.*"gitVersion": *"v\([0-9][0-9.]*\)".*/\1/p'
+}
+
+# Runs a long command ($2…) with its output in the root-only log $1 (kubeadm prints credentials); on failure the
+# redacted end of the log goes to stderr and the step stops.
+run_logged() {
+  local log=$1
+  shift
+  mkdir -p "$(dirname "$log")"
+  if ! (umask 077 && run_long "$@" >"$log" 2>&1); then
+    redacted_tail "$log" >&2
+    die "$* failed (full log on the node: $log)"
+  fi
+}

@@ -196,6 +196,12 @@ class Fleet:
         """The stubs' shared cluster state ("API server") of each cluster initialised on this fleet."""
         return [json.loads(p.read_text()) for p in sorted((self.dir / "cluster").glob("*/cluster.json"))]
 
+    def cluster_lock(self) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        """The one cluster's shared state, locked as the stubs lock it, written back after the block (a test
+        changing the "API server": a running job marker, say)."""
+        (path,) = sorted((self.dir / "cluster").glob("*/cluster.json"))
+        return _locked_json(path)
+
     def advance_clock(self, seconds: float) -> None:
         """Move the stubs' clock forward (tokens and certificate keys expire against it); real time is untouched."""
         clock = self.dir / "cluster" / "clock.json"

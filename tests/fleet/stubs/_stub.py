@@ -89,6 +89,31 @@ class Host:
         (self.bin_dir / tool).unlink(missing_ok=True)
 
 
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.lstrip("v").split("-")[0].split("."))
+
+
+def package_version(host: Host, name: str) -> str:
+    """The Kubernetes version (1.34.2) of an installed package on this host, or ''."""
+    with host.state() as state:
+        return str(state.get("packages", {}).get(name, "")).split("-")[0]
+
+
+def record_versions(cluster: dict[str, Any], event: str) -> None:
+    """Append what every node runs after `event` to the cluster's history (tests check the skew after each)."""
+    cluster.setdefault("history", []).append(
+        {
+            "event": event,
+            "t": time.time(),
+            "version": cluster.get("version"),
+            "nodes": {
+                name: {k: node.get(k) for k in ("kubeletVersion", "controlPlaneVersion") if node.get(k)}
+                for name, node in sorted(cluster.get("nodes", {}).items())
+            },
+        }
+    )
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
@@ -121,6 +146,8 @@ def blocking_firewall(state_dir: Path, port: str) -> str | None:
 STUB_FILES = {
     "kubeadm": "kubeadm.py",
     "kubectl": "kubectl.py",
+    "crictl": "etcd.py",
+    "apt-cache": "packages.py",
     "systemctl": "systemctl.py",
     "apt-get": "packages.py",
     "apt-mark": "packages.py",
@@ -147,6 +174,7 @@ STUB_FILES = {
 OS_TOOLS = (
     "systemctl",
     "apt-get",
+    "apt-cache",
     "apt-mark",
     "dpkg-query",
     "dnf",

@@ -1,4 +1,5 @@
-"""kubeadm: init, join, token create, upload-certs and reset, validating configs against the v1beta4 schema.
+"""kubeadm: init, join, token create, upload-certs, reset and upgrade plan/apply/node, validating configs against
+the v1beta4 schema and upgrades against the version-skew rules.
 
 Configs are checked against ../shared/fixtures/upstream/config-schemas (unknown fields and a wrong
 apiVersion are errors), preflight checks what the node steps must have done (swap off, br_netfilter,
@@ -18,7 +19,7 @@ from typing import Any
 
 import jsonschema
 import yaml
-from _stub import Host, blocking_firewall, fail, main, sha256
+from _stub import Host, blocking_firewall, fail, main, package_version, record_versions, sha256, version_tuple
 
 SCHEMAS = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "upstream" / "config-schemas"
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
@@ -184,14 +185,40 @@ def _admin_endpoint(kubeconfig: str | None = None) -> str:
     return str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
 
 
-def _node(registration: dict[str, Any], control_plane: bool, host: Host) -> dict[str, Any]:
+def _node(registration: dict[str, Any], control_plane: bool, host: Host, version: str) -> dict[str, Any]:
     return {
         "labels": _labels_of(registration),
         "taints": registration.get("taints"),
         "controlPlane": control_plane,
         "host": host.name,
         "unschedulable": False,
+        # kubeadm starts the kubelet it finds installed; the control plane runs the cluster's version.
+        "kubeletVersion": package_version(host, "kubelet"),
+        **({"controlPlaneVersion": version} if control_plane else {}),
     }
+
+
+CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
+
+
+def _write_static_pods(version: str) -> None:
+    # etcd's data directory (the etcd pod's hostPath), which the running etcd creates.
+    Path("/var/lib/etcd").mkdir(mode=0o700, exist_ok=True)
+    for component in CONTROL_PLANE_COMPONENTS:
+        image = f"registry.k8s.io/{component}:v{version}" if component != "etcd" else "registry.k8s.io/etcd:3.6.5-0"
+        _write(Path(f"/etc/kubernetes/manifests/{component}.yaml"), f"# static pod {component}\nimage: {image}\n")
+
+
+def _kubelet_too_new(host: Host, cluster: dict[str, Any]) -> None:
+    """kubeadm's KubeletVersion preflight check: the kubelet must not be newer than the control plane."""
+    kubelet = package_version(host, "kubelet")
+    if kubelet and cluster["version"] and version_tuple(kubelet)[:2] > version_tuple(cluster["version"])[:2]:
+        raise fail(
+            "error execution phase preflight: [preflight] Some fatal errors occurred:\n\t[ERROR KubeletVersion]:"
+            f" the kubelet version is higher than the control plane version. This is not a supported version"
+            f' skew and may lead to a malfunctional cluster. Kubelet version: "{kubelet}" Control plane version:'
+            f' "{cluster["version"]}"'
+        )
 
 
 def init(host: Host, argv: list[str]) -> int:
@@ -212,9 +239,12 @@ def init(host: Host, argv: list[str]) -> int:
     if host.cluster_exists(endpoint):
         raise fail(f"a cluster already answers at {endpoint}")
     name = init_doc.get("nodeRegistration", {}).get("name", host.name)
+    # Unset, real kubeadm resolves "stable-1" and, offline, falls back to its own version.
+    version = str(cluster_doc.get("kubernetesVersion") or package_version(host, "kubeadm")).lstrip("v")
     token = new_token()
     with host.cluster(endpoint) as cluster:
         cluster.update(
+            version=version,
             endpoint=endpoint,
             name=cluster_doc.get("clusterName", "kubernetes"),
             caHash=secrets.token_hex(32),
@@ -225,7 +255,9 @@ def init(host: Host, argv: list[str]) -> int:
             nodes={},
             apiServerState=str(host.state_dir),
         )
-        cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host)
+        _kubelet_too_new(host, cluster)
+        cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host, version)
+        record_versions(cluster, f"kubeadm init {name}")
         upload = "--upload-certs" in argv
         if upload:
             cluster["certificateKey"] = secrets.token_hex(32)
@@ -241,8 +273,7 @@ def init(host: Host, argv: list[str]) -> int:
             endpoint, "kubernetes", f"system:node:{name}", base64.b64encode(secrets.token_bytes(32)).decode(), "ca"
         ),
     )
-    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"):
-        _write(Path(f"/etc/kubernetes/manifests/{component}.yaml"), f"# static pod {component}\n")
+    _write_static_pods(version)
     _write(Path("/var/lib/kubelet/config.yaml"), yaml.safe_dump(docs.get("KubeletConfiguration", {})), 0o644)
     print("[init] Using Kubernetes version: " + str(cluster_doc.get("kubernetesVersion")))
     print("[preflight] Running pre-flight checks")
@@ -334,8 +365,11 @@ def join(host: Host, argv: list[str]) -> int:
                 " exists in the cluster. You must delete the existing Node or change the name of this new"
                 " joining Node"
             )
-        node = _node(registration, control_plane, host)
+        _kubelet_too_new(host, cluster)
+        node = _node(registration, control_plane, host, cluster["version"])
         cluster["nodes"][name] = node
+        record_versions(cluster, f"kubeadm join {name}")
+        version = cluster["version"]
         admin = _kubeconfig(endpoint, cluster["name"], "kubernetes-admin", cluster["adminKey"], cluster["ca"])
     _write(
         KUBELET_CONF,
@@ -346,8 +380,7 @@ def join(host: Host, argv: list[str]) -> int:
     _write(Path("/var/lib/kubelet/config.yaml"), "kind: KubeletConfiguration\n", 0o644)
     if control_plane:
         _write(ADMIN_CONF, admin)
-        for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"):
-            _write(Path(f"/etc/kubernetes/manifests/{component}.yaml"), f"# static pod {component}\n")
+        _write_static_pods(version)
     print("[preflight] Running pre-flight checks")
     print(
         "This node has joined the cluster" + (" and a new control plane instance was created" if control_plane else ":")
@@ -399,8 +432,85 @@ def reset(host: Host, argv: list[str]) -> int:
     return 0
 
 
+def _kubelet_identity() -> tuple[str, str]:
+    """(cluster endpoint, node name) from the kubelet's kubeconfig: where this node belongs."""
+    try:
+        config = yaml.safe_load(KUBELET_CONF.read_text())
+    except FileNotFoundError:
+        raise fail('couldn\'t create a Kubernetes client from file "/etc/kubernetes/kubelet.conf"') from None
+    endpoint = str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
+    return endpoint, str(config["users"][0]["name"]).removeprefix("system:node:")
+
+
+def _upgrade_target(host: Host, cluster: dict[str, Any], wanted: str) -> None:
+    """kubeadm's version policy: one minor at a time, never down, never past the kubeadm binary."""
+    current, target = version_tuple(cluster["version"]), version_tuple(wanted)
+    kubeadm_version = package_version(host, "kubeadm")
+    if target < current:
+        raise fail(
+            f"[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\n- Specified"
+            f' version to upgrade to "v{wanted}" is lower than the cluster version "v{cluster["version"]}".'
+            " Downgrades are not supported yet"
+        )
+    if target[0] != current[0] or target[1] > current[1] + 1:
+        raise fail(
+            f"[upgrade/version] FATAL: the --version argument is invalid due to these fatal errors:\n\n- Specified"
+            f' version to upgrade to "v{wanted}" is too high; kubeadm can upgrade only 1 minor version at a time'
+        )
+    if version_tuple(kubeadm_version) < target:
+        raise fail(
+            f'[upgrade/version] FATAL: Specified version to upgrade to "v{wanted}" is higher than the kubeadm'
+            f' version "v{kubeadm_version}". Upgrade kubeadm first using the tool you used to install kubeadm'
+        )
+
+
+def upgrade(host: Host, argv: list[str]) -> int:
+    action, rest = (argv[0], argv[1:]) if argv else ("", [])
+    endpoint, name = _kubelet_identity()
+    with host.cluster(endpoint) as cluster:
+        node = cluster["nodes"].get(name)
+        if node is None:
+            raise fail(f'nodes "{name}" not found')
+        if action == "plan":
+            wanted = next((a.lstrip("v") for a in rest if not a.startswith("-")), None)
+            if wanted:
+                _upgrade_target(host, cluster, wanted)
+            print(f"[upgrade/versions] Cluster version: {cluster['version']}")
+            print(f"[upgrade/versions] kubeadm version: {package_version(host, 'kubeadm')}")
+            return 0
+        if action == "apply":
+            wanted = next((a.lstrip("v") for a in rest if not a.startswith("-")), "")
+            if not wanted:
+                raise fail("missing one or more required arguments. Required arguments: [version]")
+            if "--yes" not in rest and "-y" not in rest:
+                raise fail("[upgrade] Are you sure you want to proceed? [y/N]: aborted (no terminal)")
+            if not node.get("controlPlane"):
+                raise fail("[upgrade/apply] FATAL: this node is not a control-plane node")
+            _upgrade_target(host, cluster, wanted)
+            cluster["version"] = wanted
+            node["controlPlaneVersion"] = wanted
+            record_versions(cluster, f"kubeadm upgrade apply {name}")
+            _write_static_pods(wanted)
+            print(f'[upgrade/successful] SUCCESS! Your cluster was upgraded to "v{wanted}". Enjoy!')
+            return 0
+        if action == "node":
+            kubeadm_version = package_version(host, "kubeadm")
+            if version_tuple(kubeadm_version)[:2] < version_tuple(cluster["version"])[:2]:
+                raise fail(
+                    f'[upgrade] FATAL: the kubeadm version "v{kubeadm_version}" is older than the cluster version'
+                    f' "v{cluster["version"]}": upgrade kubeadm first'
+                )
+            if node.get("controlPlane"):
+                node["controlPlaneVersion"] = cluster["version"]
+                record_versions(cluster, f"kubeadm upgrade node {name}")
+                _write_static_pods(cluster["version"])
+            print("[upgrade] The configuration for this node was successfully upgraded!")
+            return 0
+    raise fail(f"kubeadm upgrade: the stub does not know {' '.join(argv)}")
+
+
 def kubeadm(host: Host, argv: list[str]) -> int:
-    commands = {"init": init, "join": join, "token": token, "reset": reset}
+    commands = {"init": init, "join": join, "token": token, "reset": reset, "upgrade": upgrade}
     if not argv or argv[0] not in commands:
         raise fail(f"kubeadm: the stub does not know {' '.join(argv)}")
     return commands[argv[0]](host, argv[1:])

@@ -1,4 +1,5 @@
-"""kubectl against the fleet's cluster state: get, drain, cordon, delete and label nodes.
+"""kubectl against the fleet's cluster state: get, drain, cordon, delete and label nodes; list pods (a test
+puts "running job" markers in the cluster's `pods`); `get --raw /version`.
 
 The kubeconfig must be one the cluster issued (its server names the cluster, its client key must match),
 as an API server would refuse anything else.
@@ -6,6 +7,7 @@ as an API server would refuse anything else.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -41,17 +43,62 @@ def _words(argv: list[str]) -> list[str]:
     for arg in argv:
         if skip:
             skip = False
-        elif arg in ("--kubeconfig", "-o", "--timeout", "-n", "--namespace"):
+        elif arg in ("--kubeconfig", "-o", "--timeout", "-n", "--namespace", "--field-selector", "-l", "--raw"):
             skip = True
         elif not arg.startswith("-"):
             words.append(arg)
     return words
 
 
+def _option(argv: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def _pods(cluster: dict[str, Any], argv: list[str]) -> int:
+    """`get pods -A --field-selector spec.nodeName=N[,status.phase=P] -l KEY -o name`."""
+    fields = dict(f.split("=", 1) for f in (_option(argv, "--field-selector") or "").split(",") if f)
+    label = _option(argv, "-l", "--selector")
+    for name, pod in sorted((cluster.get("pods") or {}).items()):
+        if fields.get("spec.nodeName", pod["node"]) != pod["node"]:
+            continue
+        if fields.get("status.phase", pod.get("phase", "Running")) != pod.get("phase", "Running"):
+            continue
+        if label and label not in pod.get("labels", {}):
+            continue
+        print(f"pod/{name}")
+    return 0
+
+
+def _jsonpath(node: dict[str, Any], path: str) -> str:
+    paths = {
+        "{.status.nodeInfo.kubeletVersion}": f"v{node.get('kubeletVersion', '')}",
+        "{.spec.unschedulable}": "true" if node["unschedulable"] else "",
+    }
+    if path not in paths:
+        raise fail(f"kubectl: the stub does not know jsonpath {path}")
+    return paths[path]
+
+
 def kubectl(host: Host, argv: list[str]) -> int:
     endpoint = _cluster_endpoint(host, argv)
     words = _words(argv)
     verb, rest = words[0], words[1:]
+    raw = _option(argv, "--raw")
+    if verb == "get" and raw is not None:
+        if raw != "/version":
+            raise fail(f"kubectl: the stub does not serve {raw}")
+        with host.cluster(endpoint) as cluster:
+            print(json.dumps({"major": "1", "gitVersion": f"v{cluster['version']}"}, indent=2))
+        return 0
+    if verb == "get" and rest[:1] in (["pods"], ["pod"], ["po"]):
+        with host.cluster(endpoint) as cluster:
+            return _pods(cluster, argv)
     if verb in ("drain", "cordon", "uncordon"):
         kind, names = "node", rest
     else:
@@ -65,14 +112,17 @@ def kubectl(host: Host, argv: list[str]) -> int:
         missing = [n for n in names if n not in nodes]
         if missing:
             raise fail(f'Error from server (NotFound): nodes "{missing[0]}" not found')
-        if verb == "get":
+        output = _option(argv, "-o", "--output") or ""
+        if verb == "get" and output.startswith("jsonpath="):
+            print(_jsonpath(nodes[names[0]], output.removeprefix("jsonpath=")), end="")
+        elif verb == "get":
             if "--no-headers" not in argv:
                 print("NAME STATUS ROLES AGE VERSION")
             for name in names or sorted(nodes):
                 role = "control-plane" if nodes[name]["controlPlane"] else "<none>"
                 status = "Ready" if nodes[name].get("ready", True) else "NotReady"
                 status += ",SchedulingDisabled" if nodes[name]["unschedulable"] else ""
-                print(f"{name} {status} {role} 1m v1")
+                print(f"{name} {status} {role} 1m v{nodes[name].get('kubeletVersion', '')}")
         elif verb in ("drain", "cordon"):
             for name in names:
                 nodes[name]["unschedulable"] = True
@@ -92,6 +142,12 @@ def kubectl(host: Host, argv: list[str]) -> int:
                             f"error: unable to drain node {name!r} due to error: error when waiting for pod"
                             f' "work-1" in namespace "default" to terminate: global timeout reached: {timeout}'
                         )
+                    # Evictions: the "pods" on the node go (a test's running-job markers among them).
+                    for pod_name, pod in sorted((cluster.get("pods") or {}).items()):
+                        if pod["node"] == name:
+                            del cluster["pods"][pod_name]
+                            cluster.setdefault("evicted", []).append(pod_name)
+                            print(f"evicting pod {pod_name}")
                     print(f"node/{name} drained")
         elif verb == "uncordon":
             for name in names:

@@ -1,4 +1,4 @@
-"""apt-get, apt-mark, dpkg-query, dnf, rpm: a package database per host and the repositories it sees.
+"""apt-get, apt-cache, apt-mark, dpkg-query, dnf, rpm: a package database per host and the repositories it sees.
 
 Packages come only from repositories the host has configured (the Kubernetes repository file and key
 for DEB, the Docker and Kubernetes `.repo` files for RPM), apt needs `update` after a source changed,
@@ -20,7 +20,8 @@ K8S_PACKAGES = ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
 BINARIES = {
     "containerd": ["containerd"],
     "containerd.io": ["containerd"],
-    "kubeadm": ["kubeadm"],
+    # cri-tools (crictl) is a dependency of the kubeadm package.
+    "kubeadm": ["kubeadm", "crictl"],
     "kubectl": ["kubectl"],
 }
 UNITS = {"containerd": "containerd", "containerd.io": "containerd", "kubelet": "kubelet"}
@@ -114,6 +115,18 @@ def apt_get(host: Host, argv: list[str]) -> int:
     return 0
 
 
+def apt_cache(host: Host, argv: list[str]) -> int:
+    words = [a for a in argv if not a.startswith("-")]
+    if words[:1] != ["madison"]:
+        raise fail(f"apt-cache: unsupported by the stub: {' '.join(argv)}")
+    with host.state() as state:
+        for name in words[1:]:
+            for version in reversed(_deb_available(host, state, name)):
+                minor = ".".join(version.split(".")[:2])
+                print(f"   {name} | {version} | https://pkgs.k8s.io/core:/stable:/v{minor}/deb  Packages")
+    return 0
+
+
 def apt_mark(host: Host, argv: list[str]) -> int:
     action, names = argv[0], argv[1:]
     with host.state() as state:
@@ -163,6 +176,8 @@ def dnf(host: Host, argv: list[str]) -> int:
     words = [a for a in argv if not a.startswith("-")]
     if words[:1] == ["makecache"]:
         return 0
+    if words[:1] == ["list"]:
+        return _dnf_list(argv, words[1:])
     if words[:1] != ["install"]:
         raise fail(f"dnf: unsupported by the stub: {' '.join(argv)}")
     if "-y" not in argv:
@@ -192,6 +207,27 @@ def dnf(host: Host, argv: list[str]) -> int:
     return 0
 
 
+def _dnf_list(argv: list[str], specs: list[str]) -> int:
+    """`dnf list --showduplicates NAME-VERSION`: 0 when a configured repository offers it (excludes apply)."""
+    disabled = {a.split("=", 1)[1] for a in argv if a.startswith("--disableexcludes=")}
+    k8s_repo = _read(RPM_K8S_REPO) or ""
+    minor = _k8s_minor(k8s_repo)
+    found = False
+    for spec in specs:
+        match = re.fullmatch(r"([a-z.-]+?)(?:-(\d[\w.]*))?", spec)
+        if not match or match.group(1) not in K8S_PACKAGES or minor is None:
+            continue
+        if match.group(1) in _repo_excludes(k8s_repo) and not disabled & {"kubernetes", "all"}:
+            continue
+        for version in _k8s_versions(minor):
+            if match.group(2) in (None, version):
+                print(f"{match.group(1)}.x86_64  {version}-150500.1.1  kubernetes")
+                found = True
+    if not found:
+        raise fail("Error: No matching Packages to list")
+    return 0
+
+
 def rpm(host: Host, argv: list[str]) -> int:
     if "-q" not in argv:
         raise fail(f"rpm: unsupported by the stub: {' '.join(argv)}")
@@ -211,4 +247,13 @@ def rpm(host: Host, argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    main({"apt-get": apt_get, "apt-mark": apt_mark, "dpkg-query": dpkg_query, "dnf": dnf, "rpm": rpm})
+    main(
+        {
+            "apt-get": apt_get,
+            "apt-cache": apt_cache,
+            "apt-mark": apt_mark,
+            "dpkg-query": dpkg_query,
+            "dnf": dnf,
+            "rpm": rpm,
+        }
+    )

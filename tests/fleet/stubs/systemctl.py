@@ -1,4 +1,5 @@
-"""systemctl: unit state per host (units appear when their package is installed)."""
+"""systemctl: unit state per host (units appear when their package is installed or their file is written to
+/etc/systemd/system); the kubelet refuses to start when it is newer than an API server of its cluster."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from _stub import Host, fail, main, sha256
+import yaml
+from _stub import Host, fail, main, record_versions, sha256, version_tuple
 
 ACTIONS_WITH_UNITS = {"enable", "disable", "start", "stop", "restart", "reload", "is-active", "is-enabled", "status"}
 
@@ -15,8 +17,36 @@ def _unit(name: str) -> str:
     return name.removesuffix(".service")
 
 
-def _check_start(host: Host, unit: str) -> None:
+def _kubelet_started(host: Host, state: dict[str, Any]) -> None:
+    """The kubelet of a cluster member (re)starts: it refuses to run newer than the oldest kube-apiserver
+    (the version-skew policy), else the Node reports the version it now runs."""
+    try:
+        config = yaml.safe_load(Path("/etc/kubernetes/kubelet.conf").read_text())
+        endpoint = str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
+        name = str(config["users"][0]["name"]).removeprefix("system:node:")
+    except (FileNotFoundError, KeyError, IndexError, TypeError):
+        return  # not a member of a cluster the fleet knows (a sandboxed node's placeholder kubelet.conf)
+    if not host.cluster_exists(endpoint):
+        return
+    kubelet = str(state.get("packages", {}).get("kubelet", "")).split("-")[0]
+    with host.cluster(endpoint) as cluster:
+        apiservers = [n["controlPlaneVersion"] for n in cluster["nodes"].values() if n.get("controlPlaneVersion")]
+        oldest = min(apiservers, key=version_tuple)
+        if version_tuple(kubelet)[:2] > version_tuple(oldest)[:2]:
+            raise fail(
+                f"Job for kubelet.service failed: kubelet v{kubelet} is newer than kube-apiserver v{oldest}"
+                " (version skew policy: the kubelet must not be newer than kube-apiserver)"
+            )
+        node = cluster["nodes"].get(name)
+        if node is not None and node.get("kubeletVersion") != kubelet:
+            node["kubeletVersion"] = kubelet
+            record_versions(cluster, f"kubelet restart {name}")
+
+
+def _check_start(host: Host, state: dict[str, Any], unit: str) -> None:
     """Refuse to start what the real daemon would refuse to start with."""
+    if unit == "kubelet":
+        _kubelet_started(host, state)
     if unit != "containerd":
         return
     try:
@@ -49,6 +79,8 @@ def systemctl(host: Host, argv: list[str]) -> int:
     rc = 0
     with host.state() as state:
         known = set(state.get("units", []))
+        # Units an administrator (or a step) wrote.
+        known |= {_unit(p.name) for p in Path("/etc/systemd/system").glob("*.*") if p.is_file()}
         services: dict[str, Any] = state.setdefault("services", {})
         for unit in units:
             service = services.setdefault(unit, {"enabled": False, "active": False, "starts": 0, "restarts": 0})
@@ -64,7 +96,7 @@ def systemctl(host: Host, argv: list[str]) -> int:
             if action == "enable":
                 service["enabled"] = True
                 if now and not service["active"]:
-                    _check_start(host, unit)
+                    _check_start(host, state, unit)
                     service["active"] = True
                     service["starts"] += 1
             elif action == "disable":
@@ -73,13 +105,13 @@ def systemctl(host: Host, argv: list[str]) -> int:
                     service["active"] = False
             elif action == "start":
                 if not service["active"]:
-                    _check_start(host, unit)
+                    _check_start(host, state, unit)
                     service["active"] = True
                     service["starts"] += 1
             elif action == "stop":
                 service["active"] = False
             elif action in ("restart", "reload"):
-                _check_start(host, unit)
+                _check_start(host, state, unit)
                 service["active"] = True
                 service["restarts"] += 1
     return rc

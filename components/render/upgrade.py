@@ -1,0 +1,226 @@
+"""A Kubernetes minor upgrade as ordered node steps, and the version-skew model every step is checked against.
+
+Changing `kubernetesVersion` is the upgrade. The steps exist from day 1 and print `ok:` while every node is at
+the version (their text names the version, so a change makes them run again, in this order):
+
+1. `upgrade-preflight` on the first control plane: one minor at a time, no downgrade, the target's packages
+   exist for the OS family; `kubeadm upgrade plan`.
+2. `etcd-snapshot` (pre-upgrade) on the first control plane.
+3. `upgrade-control-plane` on each control plane, one at a time, the first one first: kubeadm package, then
+   `kubeadm upgrade apply` on the first and `kubeadm upgrade node` on the others (the static pods move).
+4. Only then the kubelets, each node drained first and uncordoned after: control planes one at a time
+   (`upgrade-drain` of itself, `upgrade-kubelet`, `upgrade-uncordon`), then the workers in batches of
+   `kubelet.restart.maxUnavailableWorkers` (drained and uncordoned from the first control plane; on workers
+   `upgrade-kubelet` runs `kubeadm upgrade node` first).
+
+A kubelet moving while any kube-apiserver is still on the old minor would be newer than that API server,
+outside the version-skew policy (kubeadm's own guide upgrades each control plane's kubelet right after it;
+with more than one control plane that breaks the policy until the last one is done).
+
+Each step checks before it acts (a node already at the target prints `ok:`), so a stack that stopped half-way
+resumes where it stopped on the next `up`. Packages stay held (DEB) / excluded (RPM) between upgrades.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..config.checks import duration_seconds, version_tuple
+from ..config.spec import NodeSpec, Spec
+from .kueue import QUEUE_NAME_LABEL
+from .shell import NodeStep, render_script
+from .tuning_steps import restart_batches
+
+UPGRADE_LOG_DIR = "/var/log/mlcluster"
+CORDON_MARKERS = "/var/lib/mlcluster/upgrade-cordoned"
+"""On the draining control plane: the nodes the upgrade cordoned (only those are uncordoned after it)."""
+KUEUE_POD_LABELS = ("kueue.x-k8s.io/podset", QUEUE_NAME_LABEL)
+"""Pods of Kueue-admitted jobs carry the first (Kueue sets it on admission); pods whose own template names a
+queue carry the second."""
+POLL_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class UpgradeStep:
+    """One resource of the upgrade: the step, the node it runs on, and the nodes it upgrades or drains."""
+
+    node: NodeSpec
+    step: NodeStep
+    targets: tuple[str, ...]
+
+    @property
+    def resource_name(self) -> str:
+        # Drain/uncordon steps are named after their batch's first node: names carry no position.
+        suffix = f"-{self.targets[0]}" if self.step.name in ("upgrade-drain", "upgrade-uncordon") else ""
+        return f"{self.node.name}-{self.step.name}{suffix}"
+
+
+def _version(spec: Spec) -> str:
+    return spec.kubernetes_version.lstrip("v")
+
+
+def _step(name: str, title: str, settings: dict[str, str]) -> NodeStep:
+    return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings)
+
+
+def snapshot_settings(spec: Spec, reason: str) -> dict[str, str]:
+    snapshots = spec.etcd_snapshots
+    return {
+        "SNAPSHOT_DIR": snapshots.directory,
+        "SNAPSHOT_COPY_TO": snapshots.copy_to or "",
+        "SNAPSHOT_RETAIN": str(snapshots.retain),
+        "SNAPSHOT_REASON": reason,
+    }
+
+
+def _drain_settings(spec: Spec) -> dict[str, str]:
+    upgrade = spec.upgrade
+    return {
+        "DRAIN_TIMEOUT": upgrade.drain_timeout,
+        "GPU_JOBS": upgrade.gpu_jobs,
+        "GPU_JOBS_TIMEOUT_SECONDS": str(int(duration_seconds(upgrade.gpu_jobs_timeout))),
+        "KUEUE_POD_LABELS": " ".join(KUEUE_POD_LABELS),
+        "CORDON_MARKERS": CORDON_MARKERS,
+        "POLL_SECONDS": str(POLL_SECONDS),
+    }
+
+
+def worker_batches(spec: Spec) -> list[list[NodeSpec]]:
+    """Workers in the batches their kubelets restart in (`kubelet.restart.maxUnavailableWorkers`)."""
+    return [batch for batch in restart_batches(spec) if not batch[0].is_control_plane]
+
+
+def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
+    """The upgrade as stages: the steps of one stage run at once, each stage after the one before it."""
+    version = _version(spec)
+    first = spec.control_planes[0]
+    common = {"TARGET_VERSION": version, "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR}
+    stages: list[list[UpgradeStep]] = [
+        [UpgradeStep(first, _step("upgrade-preflight", f"Check the upgrade to Kubernetes {version}", common), ())],
+        [
+            UpgradeStep(
+                first,
+                _step(
+                    "etcd-snapshot",
+                    f"Snapshot etcd before upgrading to {version}",
+                    {"TARGET_VERSION": version, **snapshot_settings(spec, "pre-upgrade")},
+                ),
+                (),
+            )
+        ],
+    ]
+    # Every control plane's static pods first, one node at a time (etcd membership stays quorate), the first
+    # one applying: only then may any kubelet move, or it would be newer than a kube-apiserver still behind.
+    for node in spec.control_planes:
+        stages.append([_control_plane_step(spec, node, first)])
+    # Then the kubelets, each node drained first: control planes one at a time (each drains itself, it holds the
+    # admin kubeconfig), then the workers in batches, drained from the first control plane.
+    for node in spec.control_planes:
+        stages += _drained(spec, node, [node])
+    for batch in worker_batches(spec):
+        stages += _drained(spec, first, batch)
+    return stages
+
+
+def _drained(spec: Spec, runs_on: NodeSpec, nodes: list[NodeSpec]) -> list[list[UpgradeStep]]:
+    names = tuple(n.name for n in nodes)
+    version = _version(spec)
+    settings = {"TARGET_VERSION": version, **_drain_settings(spec), "NODES": " ".join(names)}
+    listed = ", ".join(names)
+    return [
+        [UpgradeStep(runs_on, _step("upgrade-drain", f"Cordon and drain {listed} for {version}", settings), names)],
+        [_kubelet_step(spec, node) for node in nodes],
+        [UpgradeStep(runs_on, _step("upgrade-uncordon", f"Uncordon {listed} at {version}", settings), names)],
+    ]
+
+
+def _control_plane_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeStep:
+    version = _version(spec)
+    is_first = node.name == first.name
+    settings = {
+        "TARGET_VERSION": version,
+        "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR,
+        "NODE_NAME": node.name,
+        "FIRST_CONTROL_PLANE": str(is_first).lower(),
+    }
+    title = f"kubeadm upgrade {'apply' if is_first else 'node'}: control plane to {version}"
+    return UpgradeStep(node, _step("upgrade-control-plane", title, settings), (node.name,))
+
+
+def _kubelet_step(spec: Spec, node: NodeSpec) -> UpgradeStep:
+    version = _version(spec)
+    settings = {
+        "TARGET_VERSION": version,
+        "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR,
+        "NODE_NAME": node.name,
+        "CONTROL_PLANE": str(node.is_control_plane).lower(),
+    }
+    title = f"kubelet and kubectl to {version}" + ("" if node.is_control_plane else " (after kubeadm upgrade node)")
+    return UpgradeStep(node, _step("upgrade-kubelet", title, settings), (node.name,))
+
+
+# The version-skew model (https://kubernetes.io/releases/version-skew-policy/), used to prove the order above.
+
+Versions = dict[tuple[str, str], tuple[int, int]]
+"""(node, component) -> (major, minor) of what runs there: kube-apiserver, kube-controller-manager,
+kube-scheduler on control planes, kubelet on every node."""
+
+CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def skew_problems(versions: Versions) -> list[str]:
+    """What breaks the version-skew policy in `versions` (empty: nothing)."""
+    apiservers = {node: v for (node, component), v in versions.items() if component == "kube-apiserver"}
+    if not apiservers:
+        return ["no kube-apiserver"]
+    oldest, newest = min(apiservers.values()), max(apiservers.values())
+    problems = []
+    if newest[1] - oldest[1] > 1 or newest[0] != oldest[0]:
+        problems.append(f"kube-apiservers more than one minor apart ({_fmt(oldest)} and {_fmt(newest)})")
+    for (node, component), version in sorted(versions.items()):
+        if component == "kubelet":
+            if version > oldest:
+                problems.append(f"kubelet on {node} ({_fmt(version)}) is newer than kube-apiserver {_fmt(oldest)}")
+            if newest[1] - version[1] > 3:
+                problems.append(f"kubelet on {node} ({_fmt(version)}) is more than 3 minors older than {_fmt(newest)}")
+        elif component in ("kube-controller-manager", "kube-scheduler"):
+            # kubeadm points them at their own node's kube-apiserver.
+            local = apiservers[node]
+            if version > local or local[1] - version[1] > 1:
+                problems.append(f"{component} on {node} ({_fmt(version)}) vs its kube-apiserver {_fmt(local)}")
+    return problems
+
+
+def _fmt(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+EFFECTS = {
+    "upgrade-preflight": (),
+    "etcd-snapshot": (),
+    "upgrade-drain": (),
+    "upgrade-uncordon": (),
+    "upgrade-control-plane": CONTROL_PLANE_COMPONENTS,
+    "upgrade-kubelet": ("kubelet",),
+}
+"""What each step upgrades on its target nodes, in the order its script does it."""
+
+
+def simulate(spec: Spec, from_version: str) -> Iterable[tuple[str, Versions]]:
+    """The versions running after each component an upgrade from `from_version` moves, in the order above."""
+    major, minor, _ = version_tuple(from_version)
+    target = version_tuple(spec.kubernetes_version)[:2]
+    versions: Versions = {}
+    for node in spec.nodes:
+        if node.is_control_plane:
+            versions |= {(node.name, c): (major, minor) for c in CONTROL_PLANE_COMPONENTS}
+        versions[(node.name, "kubelet")] = (major, minor)
+    yield "before", dict(versions)
+    for stage in upgrade_steps(spec):
+        for upgrade in stage:
+            for target_node in upgrade.targets:
+                for component in EFFECTS[upgrade.step.name]:
+                    if (target_node, component) in versions:
+                        versions[(target_node, component)] = target
+                        yield f"{upgrade.resource_name}: {component} on {target_node}", dict(versions)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Step (each control plane, one at a time, first one first): kubeadm at TARGET_VERSION, then `kubeadm upgrade
+# apply` (FIRST_CONTROL_PLANE) or `kubeadm upgrade node`, which move this node's static pods (kube-apiserver,
+# controller-manager, scheduler, etcd). Kubelets move only after every control plane has, so none is ever newer
+# than an API server.
+set -euo pipefail
+: "${TARGET_VERSION:?}" "${NODE_NAME:?}" "${FIRST_CONTROL_PLANE:?}" "${UPGRADE_LOG_DIR:?}"
+detect_os
+if grep -q "kube-apiserver:v$TARGET_VERSION\$" /etc/kubernetes/manifests/kube-apiserver.yaml; then
+  ok "$NODE_NAME: control plane at $TARGET_VERSION"
+  exit 0
+fi
+if [ "$(kube_package_version kubeadm)" = "$TARGET_VERSION" ]; then
+  ok "kubeadm at $TARGET_VERSION"
+else
+  kube_packages_install "$TARGET_VERSION" kubeadm
+  kube_packages_hold kubeadm
+  changed "kubeadm $TARGET_VERSION installed (held)"
+fi
+log=$UPGRADE_LOG_DIR/kubeadm-upgrade.log
+if [ "$FIRST_CONTROL_PLANE" = true ] && [ "$(kube_cluster_version)" != "$TARGET_VERSION" ]; then
+  run_logged "$log" kubeadm upgrade apply "v$TARGET_VERSION" --yes
+  changed "kubeadm upgrade apply v$TARGET_VERSION (log: $log)"
+else
+  run_logged "$log" kubeadm upgrade node
+  changed "kubeadm upgrade node: control plane at $TARGET_VERSION (log: $log)"
+fi

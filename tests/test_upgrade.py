@@ -1,0 +1,128 @@
+"""The upgrade sequence as data: its order, its batches, the version-skew policy after every step, its config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.config.load import spec_from_values
+from components.config.schema import ConfigError
+from components.config.spec import Spec
+from components.render.etcd_snapshots import timer_step
+from components.render.upgrade import CONTROL_PLANE_COMPONENTS, Versions, simulate, skew_problems, upgrade_steps
+
+from .test_config_validation import HOST_KEY
+
+
+def cluster(control_planes: int, workers: int, version: str = "1.35.0", **sections: Any) -> Spec:
+    nodes = [
+        {"name": f"cp-{i + 1}", "host": f"198.18.0.{10 + i}", "roles": ["control-plane"], "hostKey": HOST_KEY}
+        for i in range(control_planes)
+    ] + [
+        {"name": f"w-{i + 1}", "host": f"198.18.0.{50 + i}", "roles": ["worker"], "hostKey": HOST_KEY}
+        for i in range(workers)
+    ]
+    values = {
+        "kubernetesVersion": version,
+        "cluster": {"name": "lab", **({"controlPlaneEndpoint": "api.lab:6443"} if control_planes > 1 else {})},
+        "ssh": {"privateKey": "KEY"},
+        "nodes": nodes,
+        **{layer: {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage")},
+        **sections,
+    }
+    return spec_from_values(values, lambda key: key == "ssh")
+
+
+def test_the_order_control_planes_one_at_a_time_then_worker_batches() -> None:
+    spec = cluster(3, 4, kubelet={"restart": {"maxUnavailableWorkers": "50%"}})
+    stages = [[u.resource_name for u in stage] for stage in upgrade_steps(spec)]
+    assert stages == [
+        ["cp-1-upgrade-preflight"],
+        ["cp-1-etcd-snapshot"],
+        ["cp-1-upgrade-control-plane"], ["cp-2-upgrade-control-plane"], ["cp-3-upgrade-control-plane"],
+        ["cp-1-upgrade-drain-cp-1"], ["cp-1-upgrade-kubelet"], ["cp-1-upgrade-uncordon-cp-1"],
+        ["cp-2-upgrade-drain-cp-2"], ["cp-2-upgrade-kubelet"], ["cp-2-upgrade-uncordon-cp-2"],
+        ["cp-3-upgrade-drain-cp-3"], ["cp-3-upgrade-kubelet"], ["cp-3-upgrade-uncordon-cp-3"],
+        ["cp-1-upgrade-drain-w-1"], ["w-1-upgrade-kubelet", "w-2-upgrade-kubelet"], ["cp-1-upgrade-uncordon-w-1"],
+        ["cp-1-upgrade-drain-w-3"], ["w-3-upgrade-kubelet", "w-4-upgrade-kubelet"], ["cp-1-upgrade-uncordon-w-3"],
+    ]  # fmt: skip
+    settings = {u.resource_name: u.step.settings for stage in upgrade_steps(spec) for u in stage}
+    # Only the first control plane applies; the others (and workers) run `kubeadm upgrade node`.
+    assert [n for n, s in settings.items() if s.get("FIRST_CONTROL_PLANE") == "true"] == ["cp-1-upgrade-control-plane"]
+    assert settings["cp-1-upgrade-drain-w-3"]["NODES"] == "w-3 w-4"
+    assert {s["TARGET_VERSION"] for s in settings.values()} == {"1.35.0"}
+
+
+@pytest.mark.parametrize(
+    ("control_planes", "workers", "max_unavailable"), [(1, 3, "25%"), (1, 3, "100%"), (3, 3, "1"), (3, 7, "50%")]
+)
+def test_version_skew_holds_after_every_step(control_planes: int, workers: int, max_unavailable: str) -> None:
+    spec = cluster(control_planes, workers, kubelet={"restart": {"maxUnavailableWorkers": max_unavailable}})
+    states = list(simulate(spec, "1.34.2"))
+    # One state per component moved, so the check below is not vacuous.
+    assert len(states) == 1 + control_planes * (len(CONTROL_PLANE_COMPONENTS) + 1) + workers
+    for after, versions in states:
+        assert skew_problems(versions) == [], after
+    final = states[-1][1]
+    assert set(final.values()) == {(1, 35)}
+
+
+def test_the_skew_check_catches_what_upgrading_packages_in_place_did() -> None:
+    """kube-packages used to move every kubelet to the new version before any `kubeadm upgrade`."""
+    versions: Versions = {("cp-1", c): (1, 34) for c in CONTROL_PLANE_COMPONENTS}
+    versions[("cp-1", "kubelet")] = (1, 35)
+    versions[("w-1", "kubelet")] = (1, 35)
+    assert skew_problems(versions) == [
+        "kubelet on cp-1 (1.35) is newer than kube-apiserver 1.34",
+        "kubelet on w-1 (1.35) is newer than kube-apiserver 1.34",
+    ]
+
+
+def test_the_skew_check_catches_api_servers_two_minors_apart_and_a_newer_scheduler() -> None:
+    versions: Versions = {("cp-1", c): (1, 36) for c in CONTROL_PLANE_COMPONENTS}
+    versions |= {("cp-2", c): (1, 34) for c in CONTROL_PLANE_COMPONENTS}
+    versions[("cp-2", "kube-scheduler")] = (1, 35)
+    problems = skew_problems(versions)
+    assert "kube-apiservers more than one minor apart (1.34 and 1.36)" in problems
+    assert "kube-scheduler on cp-2 (1.35) vs its kube-apiserver 1.34" in problems
+
+
+def test_workers_before_the_control_plane_would_break_the_policy() -> None:
+    """The model can fail: upgrading a worker's kubelet first is caught at that very step."""
+    versions: Versions = {("cp-1", c): (1, 34) for c in CONTROL_PLANE_COMPONENTS}
+    versions |= {("cp-1", "kubelet"): (1, 34), ("w-1", "kubelet"): (1, 34)}
+    versions[("w-1", "kubelet")] = (1, 35)
+    assert skew_problems(versions) == ["kubelet on w-1 (1.35) is newer than kube-apiserver 1.34"]
+
+
+def test_upgrade_and_snapshot_settings_are_validated_with_their_key_paths() -> None:
+    with pytest.raises(ConfigError) as raised:
+        cluster(
+            1,
+            1,
+            upgrade={"gpuJobs": "kill", "drainTimeout": "0s", "gpuJobsTimeout": "soon"},
+            etcdSnapshots={"schedule": "every day", "retain": 0, "directory": "snapshots", "copyTo": "/var/lib/x/"},
+        )
+    report = str(raised.value)
+    for path in (
+        "mlcluster:upgrade.gpuJobs",
+        "mlcluster:upgrade.drainTimeout",
+        "mlcluster:upgrade.gpuJobsTimeout",
+        "mlcluster:etcdSnapshots.schedule",
+        "mlcluster:etcdSnapshots.retain",
+        "mlcluster:etcdSnapshots.directory",
+    ):
+        assert path in report, path
+    with pytest.raises(ConfigError, match=r"etcdSnapshots\.copyTo: \"/var/lib/s/\" is the snapshot directory"):
+        cluster(1, 1, etcdSnapshots={"directory": "/var/lib/s", "copyTo": "/var/lib/s/"})
+
+
+def test_snapshot_timer_runs_the_same_script_as_the_pre_upgrade_snapshot() -> None:
+    spec = cluster(1, 0, etcdSnapshots={"schedule": "*-*-* 02:30:00", "retain": 3})
+    timer = timer_step(spec).settings
+    assert "OnCalendar=*-*-* 02:30:00" in timer["TIMER_UNIT"]
+    assert "SNAPSHOT_RETAIN=3" in timer["SNAPSHOT_SCRIPT_TEXT"]
+    pre_upgrade = upgrade_steps(spec)[1][0].step
+    body = pre_upgrade.script.split("# Step/timer", 1)[1] if pre_upgrade.script else ""
+    assert body and body in timer["SNAPSHOT_SCRIPT_TEXT"]
