@@ -46,10 +46,15 @@ class RenderedChart:
 
 
 def chart_path(chart: str, version: str) -> Path:
+    """`charts/<chart>/<version>/`, or the directory whose Chart.yaml has that version (knative-operator's
+    directory is named after its git tag, v1.21.0; the chart is published as 1.21.0)."""
     path = require_upstream() / "charts" / chart / version
-    if not (path / "Chart.yaml").is_file():
-        raise AssertionError(f"no pinned chart source at {path}")
-    return path
+    if (path / "Chart.yaml").is_file():
+        return path
+    for candidate in sorted((require_upstream() / "charts" / chart).glob("*/Chart.yaml")):
+        if str(yaml.safe_load(candidate.read_text()).get("version")) == version:
+            return candidate.parent
+    raise AssertionError(f"no pinned chart source at {path}, nor one whose Chart.yaml has version {version}")
 
 
 @cache
