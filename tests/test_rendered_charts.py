@@ -296,13 +296,10 @@ def test_each_contract_fails_when_broken_on_purpose(contract: str) -> None:
 def controllers_table(stack: RenderedStack) -> dict[str, list[str]]:
     """Every controller of the stack (charts and our own manifests) -> nodes it can run on."""
     objects = [o for r in stack.releases for o in r.chart.objects]
-    ours = [
-        r.raw_inputs
-        for r in stack.resources
-        if r.type.startswith("kubernetes:") and r.type.split(":")[-1] in CONTROLLER_KINDS
-    ]
     manifests = [
-        {"kind": r.type.split(":")[-1], "metadata": r.get("metadata") or {}, "spec": r.get("spec") or {}} for r in ours
+        {"kind": kind, "metadata": r.raw_inputs.get("metadata") or {}, "spec": r.raw_inputs.get("spec") or {}}
+        for r in stack.resources
+        if r.type.startswith("kubernetes:") and (kind := r.type.split(":")[-1]) in CONTROLLER_KINDS
     ]
     return placement([*objects, *manifests], stack_nodes(stack.spec))
 

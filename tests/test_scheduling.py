@@ -43,6 +43,7 @@ def test_all_gpu_workers_give_the_platform_the_gpu_toleration() -> None:
     trainer = kubeflow_trainer_release(spec).values
     assert trainer["manager"]["tolerations"] == [GPU_TOLERATION]
     assert trainer["jobset"]["controller"]["tolerations"] == [GPU_TOLERATION]
+    assert trainer["runtimes"]["installer"]["tolerations"] == [GPU_TOLERATION]
     resources = next(r for r in kserve_releases(spec) if r.name == "kserve-resources").values
     assert resources["kserve"]["controller"]["tolerations"] == [GPU_TOLERATION]
 

@@ -31,7 +31,7 @@ def kubeflow_trainer_release(spec: Spec) -> ChartRelease:
                 # Applied by the chart's post-install/post-upgrade hook Job once the CRDs exist.
                 "runtimes": {"defaultEnabled": kubeflow.default_runtimes},
             },
-            ["manager.tolerations", "jobset.controller.tolerations"],
+            ["manager.tolerations", "jobset.controller.tolerations", "runtimes.installer.tolerations"],
             platform_tolerations(spec),
         ),
         upstream_chart="kubeflow-trainer",
