@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.config.spec import DEFAULT_KUBERNETES_VERSION
 from components.render.training import (
     KustomizeTarget,
     legacy_training_operator_targets,
@@ -34,7 +35,7 @@ FIXTURE_TREES = {
 }
 ARGO_URL = re.compile(r"https://github\.com/argoproj/argo-workflows/(?P<path>[^?\s]+)\?ref=(?P<ref>v[\d.]+)")
 # Objects each target builds to (charts/RENDER-CHECK.md): a build that silently drops a base fails here.
-MINOR = "1.34"
+MINOR = DEFAULT_KUBERNETES_VERSION  # the version the stacks pin; validation uses its minor
 EXPECTED_OBJECTS = {"training-operator": 14, "notebook-controller": 13, "pipelines-cluster-scoped": 15, "pipelines": 66}
 
 

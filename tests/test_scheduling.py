@@ -145,3 +145,15 @@ def test_toolkit_follows_the_provider_table_and_the_stack() -> None:
     assert toolkit("existing-eks") is False and toolkit("existing-gke") is False
     assert toolkit("existing-eks", toolkit=True) is True
     assert toolkit("onprem", toolkit=False) is False
+
+
+def test_control_planes_only_are_fine_without_the_platform() -> None:
+    values, secret = copy.deepcopy(variants()["one-node-lab"])
+    node = values["nodes"][0]
+    del node["gpu"]
+    node["roles"] = ["control-plane"]
+    for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage"):
+        values[layer] = {"enabled": False}
+    values["workloads"] = {}
+    values["images"]["prepull"] = []
+    assert load_spec(values, secret).nodes[0].roles == ("control-plane",)

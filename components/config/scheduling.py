@@ -71,6 +71,12 @@ def platform_tolerations(spec: Spec) -> list[dict[str, str]]:
     return [checks.toleration_of(GPU_TAINT)]
 
 
+def _needs_a_worker(spec: Spec) -> bool:
+    """Whether the stack installs anything that tolerates no control-plane taint (the GPU Operator's pods do)."""
+    layers = (spec.kueue, spec.kserve, spec.kubeflow, spec.storage)
+    return any(layer.enabled for layer in layers) or spec.workloads.any_enabled
+
+
 def validate_scheduling(spec: Spec, problems: Problems) -> None:
     """Refuse a kubeadm stack where cluster housekeeping or the platform's controllers could run nowhere."""
     if spec.cluster.mode != "kubeadm" or not spec.nodes:
@@ -86,7 +92,7 @@ def validate_scheduling(spec: Spec, problems: Problems) -> None:
         )
         return
     tolerated = {GPU_TAINT} if platform_tolerations(spec) else set()
-    if not any(set(t) <= tolerated for t in taints.values()):
+    if _needs_a_worker(spec) and not any(set(t) <= tolerated for t in taints.values()):
         problems.error(
             "nodes",
             "no node can run the platform's controllers (cert-manager, Kueue, KServe, the Trainer, ...): every"
