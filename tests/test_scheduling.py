@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components.config.load import spec_and_warnings
-from components.config.scheduling import GPU_TAINT, node_taints, platform_tolerations
+from components.config.scheduling import CONTROL_PLANE_TAINT, GPU_TAINT, node_taints, platform_tolerations
 from components.config.schema import ConfigError
 from components.render.gpu_operator import gpu_operator_values
 from components.render.images import pull_await_seconds
@@ -62,27 +62,27 @@ def _refusal(change: Any) -> str:
     return error.value.report()
 
 
-def test_a_gpu_control_plane_that_does_not_work_is_refused_with_the_fix() -> None:
-    def dedicated(values: dict[str, Any]) -> None:
-        values["nodes"][0]["roles"] = ["control-plane"]
-
-    report = _refusal(dedicated)
-    assert "mlcluster:nodes: no node can run CoreDNS and calico-kube-controllers" in report
-    assert "roles [control-plane, worker]" in report
+CONTROL_PLANE_TOLERATION = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
 
 
-def test_control_planes_only_are_refused_for_the_platform() -> None:
-    def control_planes_only(values: dict[str, Any]) -> None:
-        node = values["nodes"][0]
-        del node["gpu"]
-        node["roles"] = ["control-plane"]
-        values["gpuOperator"]["enabled"] = False
-        values["kserve"]["endpoints"] = []
-        values["workloads"] = {}
-        values["kueue"]["teams"][0]["quotas"] = [{"flavor": "cpu", "nominal": {"cpu": "8", "memory": "64Gi"}}]
+def test_a_dedicated_gpu_control_plane_alone_keeps_only_its_own_taint_and_the_platform_tolerates_it() -> None:
+    values, secret = copy.deepcopy(variants()["one-node-lab"])
+    values["nodes"][0]["roles"] = ["control-plane"]
+    values["kueue"]["enabled"] = False  # GPUs of a control-plane-only node are in no Kueue flavor (docs/kueue.md)
+    spec = load_spec(values, secret)
+    assert node_taints(spec, spec.nodes[0]) == [CONTROL_PLANE_TAINT]
+    assert platform_tolerations(spec) == [CONTROL_PLANE_TOLERATION]
+    assert cert_manager_release(spec).values["webhook"]["tolerations"] == [CONTROL_PLANE_TOLERATION]
 
-    report = _refusal(control_planes_only)
-    assert "mlcluster:nodes: no node can run the platform's controllers" in report
+
+def test_gpu_workers_are_preferred_over_control_planes() -> None:
+    spec = spec_of("all-gpu-workers")
+    assert all(node_taints(spec, n) == [CONTROL_PLANE_TAINT] for n in spec.nodes if n.gpu is None)
+    assert CONTROL_PLANE_TOLERATION not in platform_tolerations(spec)
 
 
 def test_user_taints_on_every_node_are_refused() -> None:
@@ -147,7 +147,7 @@ def test_toolkit_follows_the_provider_table_and_the_stack() -> None:
     assert toolkit("onprem", toolkit=False) is False
 
 
-def test_control_planes_only_are_fine_without_the_platform() -> None:
+def test_a_control_plane_only_stack_without_the_platform_is_fine() -> None:
     values, secret = copy.deepcopy(variants()["one-node-lab"])
     node = values["nodes"][0]
     del node["gpu"]

@@ -2,13 +2,12 @@
 
 The rules (docs/scheduling.md):
 - Nodes (kubeadm): a dedicated control plane carries the control-plane taint; a GPU node carries the GPU taint,
-  except when no node would be free of it: then control planes that also work (`roles: [control-plane, worker]`,
-  the one-node lab) stay untainted, because CoreDNS and calico-kube-controllers tolerate only the control-plane
-  taint and nothing of ours can give them more.
+  except when no node would be free of it: then control planes go without it, because CoreDNS and
+  calico-kube-controllers tolerate only the control-plane taint and nothing of ours can give them more.
 - Platform controllers (cert-manager, Kueue, KServe, the Trainer, metrics-server, storage, the GPU Operator's own
-  Deployment, CPU deployments): when no node is free of taints, they tolerate the GPU taint, through their charts'
-  values and our manifests. The control-plane taint is never tolerated for them: a stack where every node is a
-  dedicated control plane is refused.
+  Deployment, CPU deployments): nothing while a node is untainted; else the GPU taint when a node carries only
+  that; else the control-plane taint (every node a dedicated control plane). Through chart values and our manifests.
+- A stack whose every node carries taints of its own (nodes[].taints) is refused.
 - Existing clusters: we do not see the nodes; a node pool without taints is assumed (docs/scheduling.md).
 """
 
@@ -44,7 +43,8 @@ def _gets_gpu_taint(node: NodeSpec) -> bool:
 
 
 def blocking(taints: list[str]) -> list[str]:
-    return [t for t in taints if checks.parse_taint(t)["effect"] in BLOCKING_EFFECTS]
+    # A malformed taint is reported by its own check (nodes[].taints); here it counts as blocking.
+    return [t for t in taints if checks.taint(t) or checks.parse_taint(t)["effect"] in BLOCKING_EFFECTS]
 
 
 def gpu_taint_spared(spec: Spec) -> bool:
@@ -57,28 +57,32 @@ def node_taints(spec: Spec, node: NodeSpec) -> list[str]:
     taints = _declared_taints(node)
     if node.gpu is None or any(_is_gpu_taint(t) for t in taints):
         return taints
-    if gpu_taint_spared(spec) and node.is_control_plane and "worker" in node.roles:
+    if gpu_taint_spared(spec) and node.is_control_plane:
         return taints
     return [*taints, GPU_TAINT]
 
 
-def platform_tolerations(spec: Spec) -> list[dict[str, str]]:
-    """What every platform controller tolerates: nothing while a node is untainted, else the GPU taint."""
+TOLERATION_CHOICES: tuple[tuple[str, ...], ...] = ((), (GPU_TAINT,), (CONTROL_PLANE_TAINT,))
+"""What the platform's controllers may tolerate, in order of preference: nothing, the GPU taint (GPU workers),
+the control-plane taint (a cluster of dedicated control planes only)."""
+
+
+def platform_taints(spec: Spec) -> tuple[str, ...] | None:
+    """The first choice that leaves the platform a node; None when user taints leave it none."""
     if spec.cluster.mode != "kubeadm" or not spec.nodes:
-        return []
-    if any(not blocking(node_taints(spec, n)) for n in spec.nodes):
-        return []
-    return [checks.toleration_of(GPU_TAINT)]
+        return ()
+    taints = [set(blocking(node_taints(spec, n))) for n in spec.nodes]
+    return next((choice for choice in TOLERATION_CHOICES if any(t <= set(choice) for t in taints)), None)
 
 
-def _needs_a_worker(spec: Spec) -> bool:
-    """Whether the stack installs anything that tolerates no control-plane taint (the GPU Operator's pods do)."""
-    layers = (spec.kueue, spec.kserve, spec.kubeflow, spec.storage)
-    return any(layer.enabled for layer in layers) or spec.workloads.any_enabled
+def platform_tolerations(spec: Spec) -> list[dict[str, str]]:
+    """What every platform controller tolerates (through chart values and our manifests)."""
+    return [checks.toleration_of(t) for t in platform_taints(spec) or ()]
 
 
 def validate_scheduling(spec: Spec, problems: Problems) -> None:
-    """Refuse a kubeadm stack where cluster housekeeping or the platform's controllers could run nowhere."""
+    """Refuse a kubeadm stack where cluster housekeeping could run nowhere; where it can, the platform's
+    controllers can too (platform_taints ends with the control-plane taint)."""
     if spec.cluster.mode != "kubeadm" or not spec.nodes:
         return
     taints = {n.name: blocking(node_taints(spec, n)) for n in spec.nodes}
@@ -87,15 +91,5 @@ def validate_scheduling(spec: Spec, problems: Problems) -> None:
         problems.error(
             "nodes",
             "no node can run CoreDNS and calico-kube-controllers (they tolerate only the control-plane taint):"
-            " give a control-plane node roles [control-plane, worker] (it then stays free of the GPU taint),"
-            " or add a node without gpu and without taints",
-        )
-        return
-    tolerated = {GPU_TAINT} if platform_tolerations(spec) else set()
-    if _needs_a_worker(spec) and not any(set(t) <= tolerated for t in taints.values()):
-        problems.error(
-            "nodes",
-            "no node can run the platform's controllers (cert-manager, Kueue, KServe, the Trainer, ...): every"
-            " node is a dedicated control plane or carries its own taints; give one node the worker role"
-            " (roles [control-plane, worker]) or add a worker without taints",
+            " every node carries taints of its own (nodes[].taints); leave one node without them",
         )
