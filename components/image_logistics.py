@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pulumi
+
 from .config.spec import Spec
 from .platform_layer import PlatformLayer
 from .render import manifests
-from .render.images import PREPULL_NAMESPACE, planned_images, prepull_daemonset, spegel_release
+from .render.images import (
+    PREPULL_NAMESPACE,
+    planned_images,
+    prepull_await_seconds,
+    prepull_daemonset,
+    spegel_release,
+)
 
 
 class ImageLogistics(PlatformLayer):
@@ -21,8 +29,12 @@ class ImageLogistics(PlatformLayer):
         if spec.images.prepull:
             namespace = self.manifest(manifests.namespace(PREPULL_NAMESPACE))
             for image_set in spec.images.prepull:
+                # The rollout waits for every image of the set to be pulled: its timeout follows their sizes.
+                timeout = f"{prepull_await_seconds(image_set)}s"
                 self.manifest(
-                    prepull_daemonset(image_set, spec.kubelet.image_pull_progress_deadline), [*self.after, namespace]
+                    prepull_daemonset(image_set, spec.kubelet.image_pull_progress_deadline),
+                    [*self.after, namespace],
+                    custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
                 )
         # Planned, from the stack: which node should hold which images once its pre-pull pod ran.
         self.planned = dict(planned_images(spec))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pulumi
 
+from .config.scheduling import platform_tolerations
 from .config.spec import Spec
 from .platform_layer import PlatformLayer
 from .render import manifests
@@ -62,7 +63,7 @@ class Serving(PlatformLayer):
         }
         self.endpoints = [
             self.manifest(
-                inference_service(endpoint, kserve),
+                inference_service(endpoint, kserve, platform_tolerations(spec)),
                 [*runtimes_ready, *metrics_api, namespaces[endpoint.namespace]],
                 name=f"isvc-{endpoint.namespace}-{endpoint.name}",
             )
@@ -74,7 +75,10 @@ class Serving(PlatformLayer):
             namespace = [namespaces[item.namespace]]
             # The HPA owns the replica count once it runs; `up` must not reset it to minReplicas.
             deployment = self.manifest(
-                inference_deployment(item), namespace, name=f"deploy-{key}", ignore_changes=["spec.replicas"]
+                inference_deployment(item, platform_tolerations(spec)),
+                namespace,
+                name=f"deploy-{key}",
+                ignore_changes=["spec.replicas"],
             )
             self.manifest(deployment_service(item), namespace, name=f"svc-{key}")
             self.manifest(horizontal_pod_autoscaler(item), [deployment, *metrics_api], name=f"hpa-{key}")

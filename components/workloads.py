@@ -13,10 +13,11 @@ import pulumi
 from .config.spec import Spec
 from .config.workloads import YOLO_JOB_NAME
 from .platform_layer import PlatformLayer
-from .render.workloads import claims_used, workload_manifests, workloads_namespace
+from .render.images import declared_size_gib, pull_await_seconds
+from .render.workloads import claims_used, pod_images, workload_manifests, workloads_namespace
 
-YOLO_TIMEOUT = "30m"
-"""`up` waits for the YOLO Job to succeed: a 10+ GB image pull, queueing and the prediction itself."""
+YOLO_RUN_SECONDS = 20 * 60
+"""Queueing and the prediction itself, on top of the image pull `up` waits for (render.images.pull_await_seconds)."""
 
 
 class Workloads(PlatformLayer):
@@ -32,7 +33,11 @@ class Workloads(PlatformLayer):
         for manifest in workload_manifests(spec):
             name = manifest["metadata"]["name"]
             is_yolo = manifest["kind"] == "Job" and name == YOLO_JOB_NAME
-            timeouts = pulumi.CustomTimeouts(create=YOLO_TIMEOUT) if is_yolo else None
+            timeouts = None
+            if is_yolo:
+                # `up` waits for the YOLO Job to succeed: its image's pull, at the size the stack declares, first.
+                sizes = [declared_size_gib(spec, image) for image in pod_images(manifest)]
+                timeouts = pulumi.CustomTimeouts(create=f"{pull_await_seconds(sizes, YOLO_RUN_SECONDS)}s")
             mounted = [claims[claim] for claim in sorted(claims_used(manifest))]
             resource = self.manifest(manifest, [*after, *mounted], custom_timeouts=timeouts)
             if manifest["kind"] == "PersistentVolumeClaim":

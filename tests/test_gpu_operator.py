@@ -136,12 +136,12 @@ def test_a_misspelled_key_in_our_values_fails_the_check(path, misspelled) -> Non
 def test_gpu_nodes_taint_and_label_match_what_the_operator_tolerates() -> None:
     spec = parse(gpu_values())
     gpu_node = spec.nodes[2]
-    assert GPU_TAINT in node_taints(gpu_node) and node_labels(gpu_node)[GPU_MODEL_LABEL] == "H100-SXM-80GB"
+    assert GPU_TAINT in node_taints(spec, gpu_node) and node_labels(gpu_node)[GPU_MODEL_LABEL] == "H100-SXM-80GB"
     upstream = chart_values(*UPSTREAM_GPU_OPERATOR)
     # The operator's DaemonSets and NFD's worker must run on tainted GPU nodes: their upstream tolerations do.
     assert gpu_taint_toleration() in upstream["daemonsets"]["tolerations"]
     assert gpu_taint_toleration() in upstream["node-feature-discovery"]["worker"]["tolerations"]
-    assert dra_driver_values("/")["kubeletPlugin"]["tolerations"] == [gpu_taint_toleration()]
+    assert dra_driver_values(parse(gpu_values()), "/")["kubeletPlugin"]["tolerations"] == [gpu_taint_toleration()]
 
 
 @pytest.mark.parametrize(
@@ -391,7 +391,7 @@ def test_kueue_flavors_select_and_tolerate_the_gpu_nodes_we_label_and_taint() ->
     assert flavors, "the onprem stack has GPU flavors"
     upstream = chart_values(*UPSTREAM_GPU_OPERATOR)
     for node in (n for n in spec.nodes if n.gpu is not None):
-        labels, taints = node_labels(node), node_taints(node)
+        labels, taints = node_labels(node), node_taints(spec, node)
         assert GPU_TAINT in taints
         selecting = [f for f in flavors if f["spec"]["nodeLabels"].items() <= labels.items()]
         assert len(selecting) == 1, node.name

@@ -458,7 +458,7 @@ def test_gpu_flavor_matches_the_nodes() -> None:
     # The same labels and taints kubeadm registers the GPU nodes with.
     from components.render.kubeadm import node_registration
 
-    registration = node_registration(next(n for n in spec.nodes if n.gpu))
+    registration = node_registration(spec, next(n for n in spec.nodes if n.gpu))
     assert f"mlcluster.io/gpu-model={H100}" in registration["kubeletExtraArgs"][0]["value"]
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in registration["taints"]
 

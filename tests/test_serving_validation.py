@@ -131,8 +131,8 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ),
     (
         "Knative version the operator ships",
-        kserve(knative={"operatorVersion": "v1.21.0", "servingVersion": "1.17"}),
-        'mlcluster:kserve.knative.servingVersion: "1.17" is not shipped by knative-operator v1.21.0: pick 1.18 to 1.21',
+        kserve(knative={"operatorVersion": "1.21.0", "servingVersion": "1.17"}),
+        'mlcluster:kserve.knative.servingVersion: "1.17" is not shipped by knative-operator 1.21.0: pick 1.18 to 1.21',
     ),
     (
         "Knative version syntax",

@@ -76,13 +76,17 @@ def crd_errors(document: dict[str, Any], crd_path: str) -> list[str]:
 
     crd_path is relative to crds/, e.g. "kueue/v0.19.2/kueue.x-k8s.io_clusterqueues.yaml".
     """
-    crd = _crd(crd_path)
+    return custom_resource_errors(document, _crd(crd_path), crd_path)
+
+
+def custom_resource_errors(document: dict[str, Any], crd: dict[str, Any], source: str) -> list[str]:
+    """Validate a custom resource against a CRD document (source names it in the errors)."""
     group, _, version = document["apiVersion"].rpartition("/")
     if group != crd["spec"]["group"] or document["kind"] != crd["spec"]["names"]["kind"]:
-        return [f"<root>: {document['apiVersion']} {document['kind']} is not what {crd_path} defines"]
+        return [f"<root>: {document['apiVersion']} {document['kind']} is not what {source} defines"]
     versions = {v["name"]: v for v in crd["spec"]["versions"]}
     if version not in versions:
-        return [f"<root>: version {version} not served by {crd_path} (has {sorted(versions)})"]
+        return [f"<root>: version {version} not served by {source} (has {sorted(versions)})"]
     schema = versions[version]["schema"]["openAPIV3Schema"]
     # Kubernetes prunes unknown fields; we reject them instead, so a typo cannot be silently dropped.
     return schema_errors(_closed(schema), document)

@@ -32,6 +32,11 @@ class GpuOperatorSpec:
     time_slicing_replicas: int | None = setting(
         None, doc="Cluster-wide time-slicing: pods that may share each GPU.", check=checks.between(2, 64)
     )
+    toolkit: bool | None = setting(
+        None,
+        doc="Run the operator's NVIDIA container toolkit (default: off where the provider table in docs/cloud.md"
+        " says the toolkit is preinstalled, on everywhere else).",
+    )
     dcgm_exporter: bool = setting(True, doc="Run the DCGM exporter for GPU metrics.")
     service_monitor: bool = setting(False, doc="Create a ServiceMonitor for DCGM (needs Prometheus Operator CRDs).")
     dra: bool = setting(False, doc="Use NVIDIA's DRA driver instead of the device plugin (Kubernetes >= 1.34).")

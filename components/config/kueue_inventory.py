@@ -162,6 +162,44 @@ def check_inventory(spec: Spec, problems: Problems) -> None:
             continue
         for resource in sorted(flavor.capacity):
             _compare(flavor, resource, asked.get((flavor.name, resource), []), kueue.cohort, problems)
+    _check_unqueued(spec, flavors, asked, problems)
+
+
+def unqueued_gpus(spec: Spec) -> dict[str, int]:
+    """GPUs pods outside Kueue always hold: endpoints and deployments at minReplicas, the sample notebook."""
+    held: dict[str, int] = {}
+    if spec.kserve.enabled:
+        for kind, items in (("endpoint", spec.kserve.endpoints), ("deployment", spec.kserve.deployments)):
+            for item in items:
+                if item.gpus:
+                    held[f"{kind} {item.name}"] = item.gpus * item.min_replicas
+    if spec.workloads.notebook:
+        held["notebook"] = 1
+    return held
+
+
+def _check_unqueued(
+    spec: Spec,
+    flavors: dict[str, GpuFlavor],
+    asked: dict[tuple[str, str], list[tuple[str, int]]],
+    problems: Problems,
+) -> None:
+    """Kueue admits against its quotas alone: GPUs held outside it must not also be promised to the teams."""
+    held = unqueued_gpus(spec)
+    checked = [f for f in flavors.values() if not f.unchecked and GPU_RESOURCE in f.capacity]
+    if not held or not checked:
+        return
+    capacity = sum(f.capacity[GPU_RESOURCE] for f in checked)
+    promised = sum(d for f in checked for _, d in asked.get((f.name, GPU_RESOURCE), []))
+    outside = sum(held.values())
+    if promised + outside > capacity:
+        who = ", ".join(f"{name} {n}" for name, n in sorted(held.items()))
+        problems.warn(
+            "kueue.teams",
+            f"nominal {GPU_RESOURCE} quotas promise {promised} of the {capacity} GPUs, but {outside} are held outside"
+            f" Kueue ({who}): admitted jobs may wait for {promised + outside - capacity} GPUs; lower the quotas by"
+            " that much",
+        )
 
 
 def _compare(

@@ -136,7 +136,9 @@ def major_minor(version: str) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class KnativeSpec:
     operator_version: str = setting(
-        "v1.21.0", doc="knative-operator chart version (installs Knative Serving).", check=checks.pinned_chart_version
+        "1.21.0",
+        doc="knative-operator chart version, as its repository publishes it (no v).",
+        check=checks.pinned_chart_version,
     )
     serving_version: str = setting(
         "1.21", doc="Knative Serving version the operator installs (KnativeServing spec.version)."

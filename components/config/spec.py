@@ -18,6 +18,7 @@ from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_n
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
 from .providers import ClusterDefaults, cluster_defaults
+from .scheduling import GPU_TAINT, validate_scheduling
 from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec, validate_serving_on_cluster
 from .storage import StorageSpec
@@ -27,7 +28,7 @@ from .workloads import WorkloadsSpec, validate_training
 Role = Literal["control-plane", "worker"]
 
 DEFAULT_KUBERNETES_VERSION = "1.34.2"
-GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+__all__ = ["GPU_TAINT"]  # defined with the other taint rules in scheduling.py; layers import it from here
 GPU_MODEL_LABEL = "mlcluster.io/gpu-model"
 GPU_COUNT_LABEL = "mlcluster.io/gpu-count"
 """GPUs in the node, so GPU inventory (Kueue quotas, the policy pack) can be read off the node labels."""
@@ -337,6 +338,7 @@ class Spec:
             )
         if self.ssh.private_key is None:
             problems.error("ssh.privateKey", "is required when cluster.mode is kubeadm")
+        validate_scheduling(self, problems)
         validate_nodes(self.kubelet, list(enumerate(self.nodes)), problems)
         self._validate_ssh_pins(problems)
         if self.control_planes and self.control_planes[0].gone:

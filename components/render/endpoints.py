@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.checks import parse_taint
@@ -62,7 +63,10 @@ def _endpoint_annotations(kserve: KserveSpec) -> dict[str, str]:
     return annotations
 
 
-def inference_service(endpoint: EndpointSpec, kserve: KserveSpec) -> dict[str, Any]:
+def inference_service(
+    endpoint: EndpointSpec, kserve: KserveSpec, cpu_tolerations: Sequence[Mapping[str, str]] = ()
+) -> dict[str, Any]:
+    """cpu_tolerations: what a pod without GPUs needs to find a node (config.scheduling.platform_tolerations)."""
     model: dict[str, Any] = {
         "modelFormat": {"name": endpoint.model_format},
         "storageUri": endpoint.storage_uri,
@@ -78,8 +82,9 @@ def inference_service(endpoint: EndpointSpec, kserve: KserveSpec) -> dict[str, A
     }
     if endpoint.autoscaling.target is not None:
         predictor["scaleTarget"] = endpoint.autoscaling.target
-    if endpoint.gpus:
-        predictor["tolerations"] = [gpu_toleration()]
+    tolerations = [gpu_toleration()] if endpoint.gpus else list(cpu_tolerations)
+    if tolerations:
+        predictor["tolerations"] = tolerations
     return {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
@@ -97,7 +102,9 @@ def _labels(deployment: InferenceDeploymentSpec) -> dict[str, str]:
     return {"app.kubernetes.io/name": deployment.name}
 
 
-def inference_deployment(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
+def inference_deployment(
+    deployment: InferenceDeploymentSpec, cpu_tolerations: Sequence[Mapping[str, str]] = ()
+) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "server",
         "image": deployment.image,
@@ -108,8 +115,9 @@ def inference_deployment(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
     if deployment.args:
         container["args"] = list(deployment.args)
     pod_spec: dict[str, Any] = {"containers": [container]}
-    if deployment.gpus:
-        pod_spec["tolerations"] = [gpu_toleration()]
+    tolerations = [gpu_toleration()] if deployment.gpus else list(cpu_tolerations)
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

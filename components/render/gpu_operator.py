@@ -8,14 +8,15 @@ decision per node, and `gpu_operator_values` into the chart's values.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config.checks import parse_taint
+from ..config.checks import parse_taint, toleration_of
+from ..config.scheduling import CONTROL_PLANE_TAINT, platform_tolerations
 from ..config.spec import GPU_TAINT, NodeSpec, Spec
 from . import yaml_text
-from .helm import ChartRelease
+from .helm import ChartRelease, tolerating
 from .shell import NodeStep, render_script
 
 NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
@@ -39,6 +40,8 @@ OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
 HOST_DRIVER_ROOT = "/"
 DRA_RELEASE = "nvidia-dra-driver-gpu"
 DRA_NAMESPACE = "nvidia-dra-driver-gpu"
+CONTROL_PLANE_TOLERATION = toleration_of(CONTROL_PLANE_TAINT)
+"""What the operator's and nfd-master's chart defaults tolerate (the control-plane taint)."""
 
 DriverMode = Literal["operator", "preinstalled"]
 
@@ -202,10 +205,11 @@ def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
     driver: dict[str, Any] = {"enabled": driver_enabled}
     if gpu.driver_version is not None:
         driver["version"] = gpu.driver_version
+    toolkit = gpu.toolkit if gpu.toolkit is not None else not spec.cluster.defaults.container_toolkit_preinstalled
     values: dict[str, Any] = {
         "driver": driver,
         "toolkit": {
-            "enabled": True,
+            "enabled": toolkit,
             # The toolkit's containerd settings go to a drop-in that our config.toml imports, so neither
             # side rewrites the other's file (components/scripts/containerd.sh keeps the import).
             "env": [{"name": "RUNTIME_DROP_IN_CONFIG", "value": "/etc/containerd/conf.d/99-nvidia.toml"}],
@@ -227,7 +231,22 @@ def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
                     "data": configs,
                 }
             }
-    return values
+    return _with_platform_tolerations(spec, values, OPERATOR_CONTROLLERS)
+
+
+OPERATOR_CONTROLLERS = ("operator", "node-feature-discovery.master", "node-feature-discovery.gc")
+"""The operator's own Deployments (its DaemonSets already tolerate the GPU taint)."""
+DRA_CONTROLLERS = ("controller",)
+
+
+def _with_platform_tolerations(spec: Spec, values: dict[str, Any], controllers: Sequence[str]) -> dict[str, Any]:
+    """Adds the platform's tolerations to each controller; a given list replaces the chart's, whose
+    control-plane toleration is therefore given again."""
+    extra = platform_tolerations(spec)
+    if not extra:
+        return values
+    seeded = tolerating(values, [f"{c}.tolerations" for c in controllers], [CONTROL_PLANE_TOLERATION])
+    return tolerating(seeded, [f"{c}.tolerations" for c in controllers], extra)
 
 
 def gpu_operator_release(spec: Spec, driver_enabled: object = None) -> ChartRelease:
@@ -246,14 +265,15 @@ def gpu_operator_release(spec: Spec, driver_enabled: object = None) -> ChartRele
     )
 
 
-def dra_driver_values(driver_root: object) -> dict[str, Any]:
-    return {
+def dra_driver_values(spec: Spec, driver_root: object) -> dict[str, Any]:
+    values = {
         "nvidiaDriverRoot": driver_root,
         # The chart ships GPU (not only ComputeDomain) DeviceClasses only with this override.
         "gpuResourcesEnabledOverride": True,
         "resources": {"gpus": {"enabled": True}},
         "kubeletPlugin": {"tolerations": [gpu_taint_toleration()]},
     }
+    return _with_platform_tolerations(spec, values, DRA_CONTROLLERS)
 
 
 def dra_driver_release(spec: Spec, driver_root: object) -> ChartRelease:
@@ -263,7 +283,7 @@ def dra_driver_release(spec: Spec, driver_root: object) -> ChartRelease:
         repository=NGC_REPOSITORY,
         version=spec.gpu_operator.dra_driver_version,
         namespace=DRA_NAMESPACE,
-        values=dra_driver_values(driver_root),
+        values=dra_driver_values(spec, driver_root),
         timeout_seconds=600,
         upstream_chart="nvidia-dra-driver-gpu",
     )

@@ -3,7 +3,8 @@ Spegel's values, the pre-pull DaemonSets, and what each node should hold."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..config.images import ImageSetSpec, MirrorSpec
@@ -178,6 +179,31 @@ def planned_images(spec: Spec) -> Mapping[str, list[str]]:
         if images:
             out[node.name] = images
     return out
+
+
+ASSUMED_PULL_MIB_PER_SECOND = 20
+"""Sustained pull + unpack rate the awaits assume (a 20 GiB image: 17 minutes); docs/scheduling.md says why."""
+UNDECLARED_IMAGE_GIB = 20.0
+"""Size assumed for an image the stack declares no size for: the large end of ML images."""
+AWAIT_FLOOR_SECONDS = 600
+"""Scheduling, container start and the API round trips, before any pull."""
+
+
+def declared_size_gib(spec: Spec, image: str) -> float:
+    """The size the stack declares for an image (images.prepull[].images[].sizeGiB), else the assumed one."""
+    sizes = [i.size_gib for s in spec.images.prepull for i in s.images if i.image == image and i.size_gib]
+    return max(sizes) if sizes else UNDECLARED_IMAGE_GIB
+
+
+def pull_await_seconds(sizes_gib: Iterable[float | None], extra_seconds: int = 0) -> int:
+    """How long `up` may wait for a pod that pulls these images one after another (init containers do),
+    rounded up to whole minutes; an undeclared size counts as UNDECLARED_IMAGE_GIB."""
+    pull = sum((size or UNDECLARED_IMAGE_GIB) * 1024 / ASSUMED_PULL_MIB_PER_SECOND for size in sizes_gib)
+    return math.ceil((AWAIT_FLOOR_SECONDS + extra_seconds + pull) / 60) * 60
+
+
+def prepull_await_seconds(image_set: ImageSetSpec) -> int:
+    return pull_await_seconds(i.size_gib for i in image_set.images)
 
 
 def required_bytes(spec: Spec, node: NodeSpec) -> int:

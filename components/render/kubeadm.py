@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import checks
-from ..config.spec import GPU_COUNT_LABEL, GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
+from ..config.scheduling import node_taints
+from ..config.spec import GPU_COUNT_LABEL, GPU_MODEL_LABEL, NodeSpec, Spec
 from . import yaml_text
 from .kubelet import kubelet_configuration
 from .kubelet_placement import parse_minor
@@ -17,7 +18,6 @@ from .kubelet_placement import parse_minor
 API_VERSION = "kubeadm.k8s.io/v1beta4"
 CRI_SOCKET = "unix:///var/run/containerd/containerd.sock"
 API_SERVER_PORT = 6443
-CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane:NoSchedule"
 TOKEN_PLACEHOLDER = "__MLCLUSTER_JOIN_TOKEN__"
 CA_HASH_PLACEHOLDER = "__MLCLUSTER_CA_CERT_HASH__"
 CERTIFICATE_KEY_PLACEHOLDER = "__MLCLUSTER_CERTIFICATE_KEY__"
@@ -31,21 +31,12 @@ def node_labels(node: NodeSpec) -> dict[str, str]:
     return labels
 
 
-def node_taints(node: NodeSpec) -> list[str]:
-    taints = list(node.taints)
-    if node.is_control_plane and "worker" not in node.roles and CONTROL_PLANE_TAINT not in taints:
-        taints.append(CONTROL_PLANE_TAINT)
-    if node.gpu is not None and not any(t.startswith("nvidia.com/gpu") for t in taints):
-        taints.append(GPU_TAINT)
-    return taints
-
-
-def node_registration(node: NodeSpec) -> dict[str, Any]:
+def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
     registration: dict[str, Any] = {
         "name": node.name,
         "criSocket": CRI_SOCKET,
         # An empty list means "no taints"; kubeadm would otherwise add its control-plane taint.
-        "taints": [checks.parse_taint(t) for t in node_taints(node)],
+        "taints": [checks.parse_taint(t) for t in node_taints(spec, node)],
     }
     labels = node_labels(node)
     if labels:
@@ -93,7 +84,7 @@ def init_documents(spec: Spec, node: NodeSpec) -> list[dict[str, Any]]:
         "apiVersion": API_VERSION,
         "kind": "InitConfiguration",
         "localAPIEndpoint": _local_endpoint(node),
-        "nodeRegistration": node_registration(node),
+        "nodeRegistration": node_registration(spec, node),
     }
     kubelet = kubelet_configuration(spec.kubelet, parse_minor(spec.kubernetes_version))
     return [init, cluster_configuration(spec), kubelet]
@@ -114,7 +105,7 @@ def join_document(spec: Spec, node: NodeSpec) -> dict[str, Any]:
                 "caCertHashes": [CA_HASH_PLACEHOLDER],
             }
         },
-        "nodeRegistration": node_registration(node),
+        "nodeRegistration": node_registration(spec, node),
     }
     if node.is_control_plane:
         join["controlPlane"] = {

@@ -11,10 +11,11 @@ from typing import Any
 from ..config import checks
 from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, QuotaSpec, TeamSpec
 from ..config.kueue_inventory import GpuFlavor, gpu_flavors
+from ..config.scheduling import node_taints, platform_tolerations
 from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, Spec
 from . import manifests, yaml_text
-from .helm import ChartRelease
-from .kubeadm import node_labels, node_taints
+from .helm import ChartRelease, tolerating
+from .kubeadm import node_labels
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -70,7 +71,11 @@ def kueue_release(spec: Spec) -> ChartRelease:
         chart="oci://registry.k8s.io/kueue/charts/kueue",
         version=spec.kueue.version,
         namespace=spec.kueue.namespace,
-        values={"managerConfig": {"controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec))}},
+        values=tolerating(
+            {"managerConfig": {"controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec))}},
+            ["controllerManager.tolerations"],
+            platform_tolerations(spec),
+        ),
         upstream_chart="kueue",
     )
 
@@ -80,11 +85,11 @@ DECLARED_GPUS_ANNOTATION = "mlcluster.io/declared-gpus"
 so that the policy pack checks quotas against what the stack declared (policies see resources, not config)."""
 
 
-def _gpu_flavor_spec(flavor: GpuFlavor) -> dict[str, Any]:
+def _gpu_flavor_spec(spec: Spec, flavor: GpuFlavor) -> dict[str, Any]:
     """nodeLabels and tolerations from the same functions that label and taint the nodes, so they cannot drift."""
     if flavor.nodes:
         labels = {GPU_MODEL_LABEL: node_labels(flavor.nodes[0])[GPU_MODEL_LABEL]}
-        taints = sorted({t for node in flavor.nodes for t in node_taints(node) if t.startswith("nvidia.com/gpu")})
+        taints = sorted({t for node in flavor.nodes for t in node_taints(spec, node) if t.startswith("nvidia.com/gpu")})
     else:
         labels = dict(flavor.node_labels) or {GPU_MODEL_LABEL: flavor.model}
         taints = [GPU_TAINT]
@@ -95,7 +100,7 @@ def _gpu_flavor_spec(flavor: GpuFlavor) -> dict[str, Any]:
 def resource_flavors(spec: Spec) -> list[Manifest]:
     flavors = [_object("ResourceFlavor", CPU_FLAVOR, spec={})]
     for flavor in sorted(gpu_flavors(spec).values(), key=lambda f: f.name):
-        manifest = _object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(flavor))
+        manifest = _object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(spec, flavor))
         if not flavor.nodes and flavor.capacity:
             declared = json.dumps(dict(sorted(flavor.capacity.items())), separators=(",", ":"))
             manifest["metadata"]["annotations"] = {DECLARED_GPUS_ANNOTATION: declared}

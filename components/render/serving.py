@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.scheduling import platform_tolerations
 from ..config.serving import KserveSpec, major_minor, metrics_server_wanted
 from ..config.spec import Spec
-from .helm import ChartRelease
+from .helm import ChartRelease, tolerating
 
 KSERVE_CHARTS = "oci://ghcr.io/kserve/charts"
 SPLIT_CHARTS_SINCE = (0, 17)
 """KServe v0.17 split the `kserve` chart into `kserve-resources` and `kserve-runtime-configs`."""
+
+CONTROLLER_TOLERATIONS = {
+    "kserve-resources": ["kserve.controller.tolerations"],
+    "kserve": ["kserve.controller.tolerations"],
+}
+"""Where each KServe chart takes the controller's tolerations (the CRD and runtime charts run no pods)."""
 
 KNATIVE_SERVING_NAMESPACE = "knative-serving"
 KOURIER_INGRESS_CLASS = "kourier.ingress.networking.knative.dev"
@@ -44,7 +51,11 @@ def cert_manager_release(spec: Spec) -> ChartRelease:
         chart="oci://quay.io/jetstack/charts/cert-manager",
         version=spec.kserve.cert_manager_version,
         namespace="cert-manager",
-        values={"crds": {"enabled": True}},
+        values=tolerating(
+            {"crds": {"enabled": True}},
+            ["tolerations", "webhook.tolerations", "cainjector.tolerations", "startupapicheck.tolerations"],
+            platform_tolerations(spec),
+        ),
         upstream_chart="cert-manager",
     )
 
@@ -63,7 +74,7 @@ def metrics_server_release(spec: Spec) -> ChartRelease | None:
         repository="https://kubernetes-sigs.github.io/metrics-server/",
         version=spec.kserve.metrics_server_version,
         namespace="kube-system",
-        values=values,
+        values=tolerating(values, ["tolerations"], platform_tolerations(spec)),
     )
 
 
@@ -76,6 +87,11 @@ def knative_operator_release(spec: Spec) -> ChartRelease | None:
         repository="https://knative.github.io/operator",
         version=spec.kserve.knative.operator_version,
         namespace=spec.kserve.knative.namespace,
+        values=tolerating(
+            {},
+            ["knative_operator.knative_operator.tolerations", "knative_operator.operator_webhook.tolerations"],
+            platform_tolerations(spec),
+        ),
     )
 
 
@@ -126,7 +142,7 @@ def kserve_releases(spec: Spec) -> list[ChartRelease]:
             chart=f"{KSERVE_CHARTS}/{chart}",
             version=kserve.version,
             namespace=kserve.namespace,
-            values=values[chart],
+            values=tolerating(values[chart], CONTROLLER_TOLERATIONS.get(chart, []), platform_tolerations(spec)),
             upstream_chart=chart,
         )
         for chart in kserve_chart_names(kserve.version)

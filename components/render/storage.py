@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ..config.scheduling import platform_tolerations
 from ..config.spec import Spec
-from .helm import ChartRelease
+from .helm import ChartRelease, tolerating
 
 
 def storage_release(spec: Spec) -> ChartRelease:
@@ -15,10 +16,14 @@ def storage_release(spec: Spec) -> ChartRelease:
             repository="https://kubernetes-sigs.github.io/nfs-subdir-external-provisioner/",
             version=storage.chart_version,
             namespace=storage.namespace,
-            values={
-                "nfs": {"server": storage.nfs_server, "path": storage.nfs_path},
-                "storageClass": {"defaultClass": True, "name": storage.storage_class},
-            },
+            values=tolerating(
+                {
+                    "nfs": {"server": storage.nfs_server, "path": storage.nfs_path},
+                    "storageClass": {"defaultClass": True, "name": storage.storage_class},
+                },
+                ["tolerations"],
+                platform_tolerations(spec),
+            ),
             upstream_chart="nfs-subdir-external-provisioner",
         )
     # Published by the project's release workflow as an OCI artifact (helm push to ghcr.io/rancher/...).
@@ -27,9 +32,13 @@ def storage_release(spec: Spec) -> ChartRelease:
         chart="oci://ghcr.io/rancher/local-path-provisioner/charts/local-path-provisioner",
         version=storage.chart_version,
         namespace=storage.namespace,
-        values={
-            "storageClass": {"defaultClass": True, "name": storage.storage_class},
-            "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [storage.local_path]}],
-        },
+        values=tolerating(
+            {
+                "storageClass": {"defaultClass": True, "name": storage.storage_class},
+                "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [storage.local_path]}],
+            },
+            ["tolerations"],
+            platform_tolerations(spec),
+        ),
         upstream_chart="local-path-provisioner",
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config.scheduling import platform_tolerations
 from ..config.spec import Spec
-from .helm import ChartRelease
+from .helm import ChartRelease, tolerating
 
 TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
 
@@ -22,13 +23,17 @@ def kubeflow_trainer_release(spec: Spec) -> ChartRelease:
         chart=TRAINER_CHART,
         version=kubeflow.version,
         namespace=kubeflow.namespace,
-        values={
-            # The chart's own dependency (Chart.yaml: jobset 0.12.0, condition jobset.install) keeps the
-            # JobSet version the Trainer was tested with, in the same release.
-            "jobset": {"install": kubeflow.install_job_set},
-            # Applied by the chart's post-install/post-upgrade hook Job once the CRDs exist.
-            "runtimes": {"defaultEnabled": kubeflow.default_runtimes},
-        },
+        values=tolerating(
+            {
+                # The chart's own dependency (Chart.yaml: jobset 0.12.0, condition jobset.install) keeps the
+                # JobSet version the Trainer was tested with, in the same release.
+                "jobset": {"install": kubeflow.install_job_set},
+                # Applied by the chart's post-install/post-upgrade hook Job once the CRDs exist.
+                "runtimes": {"defaultEnabled": kubeflow.default_runtimes},
+            },
+            ["manager.tolerations", "jobset.controller.tolerations", "runtimes.installer.tolerations"],
+            platform_tolerations(spec),
+        ),
         upstream_chart="kubeflow-trainer",
     )
 

@@ -6,6 +6,7 @@ the label `kueue.x-k8s.io/queue-name` (Kueue then suspends it until the queue ad
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..config import checks
@@ -27,6 +28,12 @@ NOTEBOOK_IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cud
 
 def queue_labels(spec: Spec) -> dict[str, str]:
     return {QUEUE_NAME_LABEL: spec.workloads.queue_name} if spec.kueue.enabled else {}
+
+
+def pod_images(manifest: Mapping[str, Any]) -> list[str]:
+    """The images a Job's pod pulls (init containers first, as the kubelet pulls them)."""
+    pod = manifest.get("spec", {}).get("template", {}).get("spec", {})
+    return [c["image"] for key in ("initContainers", "containers") for c in pod.get(key, [])]
 
 
 def gpu_tolerations() -> list[dict[str, str]]:

@@ -1,0 +1,196 @@
+"""Example stacks and their variants, run through the program and rendered with the real Helm engine.
+
+Each Helm release is rendered from the pinned chart source in ../shared with exactly the values the recording
+monitor saw. Values only the preflight can decide (`[computed]` in preview) are rendered for every value they can
+take; nothing else may be unknown.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pulumi.output import Unknown
+
+from components.config.spec import Spec
+from components.plan.engine import RecordedResource, run_program
+from components.render.gpu_operator import driver_root
+
+from .conftest import as_config, load_spec, stack_values
+from .helm_render import RenderedChart, render_chart
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+# Where preview leaves a value to the GPU preflight: value path -> the value for a given driver decision.
+PREFLIGHT_DECIDED: dict[tuple[str, tuple[str, ...]], Callable[[bool], Any]] = {
+    ("gpu-operator", ("driver", "enabled")): lambda enabled: enabled,
+    ("nvidia-dra-driver-gpu", ("nvidiaDriverRoot",)): driver_root,
+}
+
+
+def _onprem(change: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], list[str]]:
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    change(values)
+    return values, secret
+
+
+def _cloud(provider: str) -> tuple[dict[str, Any], list[str]]:
+    values, secret = stack_values("cloud")
+    values = copy.deepcopy(values)
+    values["cluster"]["provider"] = provider
+    if provider != "gke":
+        # Only GKE's table row brings a default StorageClass and metrics-server for all of them.
+        values["storage"] = {"enabled": True, "provisioner": "local-path"}
+    return values, secret
+
+
+def _all_gpu_workers(values: dict[str, Any]) -> None:
+    values["nodes"] = [n for n in values["nodes"] if "gpu" in n or "control-plane" in n["roles"]]
+    for team in values["kueue"]["teams"]:
+        team["quotas"] = [q for q in team["quotas"] if q["flavor"] != "cpu"]
+
+
+def _one_node_lab(values: dict[str, Any]) -> None:
+    [first] = [n for n in values["nodes"] if n["name"] == "cp-1"]
+    values["nodes"] = [{**first, "roles": ["control-plane", "worker"], "gpu": {"count": 2, "model": "H100-SXM-80GB"}}]
+    values["cluster"].pop("controlPlaneEndpoint")
+    values["kueue"]["teams"] = [
+        {
+            "name": "vision",
+            "quotas": [{"flavor": "h100-sxm-80gb", "nominal": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": 1}}],
+        }
+    ]
+
+
+def _knative(values: dict[str, Any]) -> None:
+    values["kserve"]["deploymentMode"] = "Knative"
+    for endpoint in values["kserve"]["endpoints"]:
+        endpoint["autoscaling"] = {"metric": "concurrency", "target": 4}
+
+
+def _dra(values: dict[str, Any]) -> None:
+    values["gpuOperator"]["dra"] = True
+
+
+def _spegel_off(values: dict[str, Any]) -> None:
+    values["images"]["spegel"]["enabled"] = False
+
+
+def variants() -> dict[str, tuple[dict[str, Any], list[str]]]:
+    return {
+        "onprem": stack_values("onprem"),
+        "cloud": stack_values("cloud"),
+        "all-gpu-workers": _onprem(_all_gpu_workers),
+        "one-node-lab": _onprem(_one_node_lab),
+        "existing-eks": _cloud("eks"),
+        "existing-gke": _cloud("gke"),
+        "existing-aks": _cloud("aks"),
+        "knative": _onprem(_knative),
+        "dra": _onprem(_dra),
+        "spegel-off": _onprem(_spegel_off),
+    }
+
+
+VARIANTS = tuple(variants())
+
+
+@dataclass(frozen=True)
+class RenderedRelease:
+    resource: RecordedResource
+    chart: RenderedChart
+    driver_enabled: bool | None
+    """The preflight decision this rendering assumed (None: the values did not depend on it)."""
+
+    @property
+    def name(self) -> str:
+        return str(self.resource.inputs["name"])
+
+
+@dataclass(frozen=True)
+class RenderedStack:
+    name: str
+    spec: Spec
+    resources: tuple[RecordedResource, ...]
+    releases: tuple[RenderedRelease, ...]
+
+    def release(self, name: str, driver_enabled: bool | None = None) -> RenderedRelease:
+        found = [r for r in self.releases if r.name == name and r.driver_enabled in (driver_enabled, None)]
+        if not found:
+            raise AssertionError(f"{self.name}: no release {name} rendered")
+        return found[0]
+
+
+def chart_directory(release: RecordedResource) -> str:
+    """The fixture directory of a release's chart: the last path segment of a name or `oci://` reference."""
+    return str(release.inputs["chart"]).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _unknown_paths(value: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if isinstance(value, Unknown):
+        return [path]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _unknown_paths(v, (*path, str(k)))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _unknown_paths(v, (*path, str(i)))]
+    return []
+
+
+def _with(values: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy with one value replaced; only the maps along the path are copied (Unknowns cannot be)."""
+    head, *rest = path
+    return {**values, head: _with(values[head], tuple(rest), value) if rest else value}
+
+
+def release_values(resource: RecordedResource) -> list[tuple[bool | None, dict[str, Any]]]:
+    """The values a release was given, once per preflight decision when preview could not know it."""
+    values = dict(resource.raw_inputs.get("values") or {})
+    chart = chart_directory(resource)
+    unknown = _unknown_paths(values)
+    undecided = [p for p in unknown if (chart, p) not in PREFLIGHT_DECIDED]
+    if undecided:
+        raise AssertionError(f"{resource.name}: values unknown at preview beyond the preflight's: {undecided}")
+    if not unknown:
+        return [(None, values)]
+    out = []
+    for enabled in (True, False):
+        decided = values
+        for path in unknown:
+            decided = _with(decided, path, PREFLIGHT_DECIDED[(chart, path)](enabled))
+        out.append((enabled, decided))
+    return out
+
+
+@cache
+def _render(chart: str, version: str, values: str, *where: str) -> RenderedChart:
+    # Variants share most releases value for value: each distinct rendering is done once per test run.
+    release, namespace, kube_version = where
+    return render_chart(
+        chart, version, json.loads(values), release=release, namespace=namespace, kube_version=kube_version
+    )
+
+
+@cache
+def rendered_stack(name: str) -> RenderedStack:
+    values, secret = variants()[name]
+    spec = load_spec(values, secret)
+    run = run_program(as_config(values), [f"mlcluster:{k}" for k in secret], stack=name, preview=True)
+    releases = []
+    for resource in run.resources:
+        if resource.type != RELEASE:
+            continue
+        for enabled, chart_values in release_values(resource):
+            chart = _render(
+                chart_directory(resource),
+                str(resource.inputs["version"]),
+                json.dumps(chart_values, sort_keys=True),
+                str(resource.inputs["name"]),
+                str(resource.inputs["namespace"]),
+                spec.kubernetes_version,
+            )
+            releases.append(RenderedRelease(resource, chart, enabled))
+    return RenderedStack(name, spec, tuple(run.resources), tuple(releases))
