@@ -12,6 +12,7 @@ from .schema import Check
 _DNS_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
+_PROMETHEUS_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$|^\d+(\.\d+)?%$")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -69,6 +70,12 @@ def k8s_name(value: str) -> str | None:
 def duration(value: str) -> str | None:
     if not _DURATION.match(value):
         return "is not a duration such as 30m, 1h30m or 90s"
+    return None
+
+
+def prometheus_duration(value: str) -> str | None:
+    if not _PROMETHEUS_DURATION.match(value):
+        return "is not a Prometheus duration such as 15d, 12h or 1w"
     return None
 
 

@@ -16,6 +16,7 @@ from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
+from .monitoring import MonitoringSpec, validate_monitoring
 from .providers import ClusterDefaults, cluster_defaults
 from .schema import Problems, Secret, join_path, setting
 from .serving import KserveSpec, validate_serving_on_cluster
@@ -192,6 +193,9 @@ class Spec:
         default_factory=ImagesSpec, doc="Big-image logistics: mirrors, peer-to-peer sharing, pre-pulling."
     )
     workloads: WorkloadsSpec = setting(default_factory=WorkloadsSpec, doc="The seeds' workloads (YOLO, training).")
+    monitoring: MonitoringSpec = setting(
+        default_factory=MonitoringSpec, doc="Metrics, dashboards, alerts, custom-metric HPAs, GPU fault handling."
+    )
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -226,6 +230,7 @@ class Spec:
         if self.kueue.enabled:
             check_inventory(self, problems)
         validate_training(self, problems)
+        validate_monitoring(self, problems)
 
     def _validate_spegel(self, problems: Problems) -> None:
         # One Spegel DaemonSet reads one content path: every node's containerd root must be the same.
