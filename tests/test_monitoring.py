@@ -117,6 +117,16 @@ def test_kube_prometheus_stack_renders_sized_for_the_stack(onprem: Spec, kps: Re
     # Selectors open to every namespace's monitors and rules, not only this release's.
     for selector in ("serviceMonitorSelector", "podMonitorSelector", "ruleSelector"):
         assert spec[selector] == {}, selector
+    # node-exporter series carry the node name the image-disk alert selects nodes by.
+    (exporter,) = [m for m in kps.of_kind("ServiceMonitor") if "node-exporter" in m["metadata"]["name"]]
+    relabelings = exporter["spec"]["endpoints"][0]["relabelings"]
+    assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": monitoring.NODE_LABEL} in [
+        {k: r[k] for k in ("sourceLabels", "targetLabel") if k in r} for r in relabelings
+    ]
+    assert (
+        f'{monitoring.NODE_LABEL}=~"gpu-1|gpu-2|gpu-3|gpu-4"'
+        in monitoring.prometheus_rule(onprem)["spec"]["groups"][0]["rules"][7]["expr"]
+    )
     # The CRDs the other layers' monitors need come with the chart.
     kinds = {crd["spec"]["names"]["kind"] for crd in kps.crds}
     assert {"ServiceMonitor", "PodMonitor", "PrometheusRule"} <= kinds

@@ -31,6 +31,8 @@ DASHBOARD_LABEL = "grafana_dashboard"
 """The label kube-prometheus-stack's Grafana sidecar loads dashboards ConfigMaps by (value "1")."""
 DCGM_METRICS_CONFIG = "mlcluster-dcgm-metrics"
 ALERTS_RULE = "mlcluster-alerts"
+NODE_LABEL = "node"
+"""node-exporter series carry the Kubernetes node name under this label (relabelled from the scrape target)."""
 ADAPTER_METRICS_QUERY = "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"
 
 DCGM_DEFAULT_COUNTERS: tuple[tuple[str, str, str], ...] = (
@@ -136,6 +138,21 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
             }
         },
         "grafana": grafana,
+        # The node name on node-exporter series (by default only `instance`, the node's IP:port), so alerts
+        # can name the node and pick each node's image disk.
+        "prometheus-node-exporter": {
+            "prometheus": {
+                "monitor": {
+                    "relabelings": [
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": NODE_LABEL,
+                            "action": "replace",
+                        }
+                    ]
+                }
+            }
+        },
     }
     return ChartRelease(
         name=KPS_RELEASE,
@@ -290,7 +307,7 @@ def _image_disk_expr(spec: Spec) -> str:
         groups[("/", spec.kubelet.image_gc_high_threshold_percent)] = []
     clauses = []
     for (mount, high), names in sorted(groups.items()):
-        selector = f'mountpoint="{mount}"' + (f',instance=~"{"|".join(sorted(names))}"' if names else "")
+        selector = f'mountpoint="{mount}"' + (f',{NODE_LABEL}=~"{"|".join(sorted(names))}"' if names else "")
         used = f"1 - node_filesystem_avail_bytes{{{selector}}} / node_filesystem_size_bytes{{{selector}}}"
         clauses.append(f"(100 * ({used}) > {high})")
     return " or ".join(clauses)
@@ -354,7 +371,7 @@ def alerts(spec: Spec) -> list[Alert]:
             _image_disk_expr(spec),
             "15m",
             "warning",
-            "Image filesystem {{ $labels.mountpoint }} on {{ $labels.instance }} is past the kubelet's image-GC"
+            "Image filesystem {{ $labels.mountpoint }} on {{ $labels.node }} is past the kubelet's image-GC"
             " high threshold: image GC cannot keep up",
         ),
         Alert(
