@@ -123,10 +123,8 @@ def test_kube_prometheus_stack_renders_sized_for_the_stack(onprem: Spec, kps: Re
     assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": monitoring.NODE_LABEL} in [
         {k: r[k] for k in ("sourceLabels", "targetLabel") if k in r} for r in relabelings
     ]
-    assert (
-        f'{monitoring.NODE_LABEL}=~"gpu-1|gpu-2|gpu-3|gpu-4"'
-        in monitoring.prometheus_rule(onprem)["spec"]["groups"][0]["rules"][7]["expr"]
-    )
+    (image_disk,) = [a for a in monitoring.alerts(onprem) if a.name == "ImageDiskAboveGcThreshold"]
+    assert f'{monitoring.NODE_LABEL}=~"gpu-1|gpu-2|gpu-3|gpu-4"' in image_disk.expr
     # The CRDs the other layers' monitors need come with the chart.
     kinds = {crd["spec"]["names"]["kind"] for crd in kps.crds}
     assert {"ServiceMonitor", "PodMonitor", "PrometheusRule"} <= kinds
