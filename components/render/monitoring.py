@@ -21,6 +21,7 @@ from .endpoints import deployment_labels
 from .helm import ChartRelease
 from .images import containerd_root
 
+PROMETHEUS_COMMUNITY_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
 KPS_RELEASE = "kube-prometheus-stack"
 PROMETHEUS_SERVICE = f"{KPS_RELEASE}-prometheus"
 """The chart's fullname is the release name when it contains the chart name; Prometheus' Service adds -prometheus."""
@@ -157,7 +158,7 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
     return ChartRelease(
         name=KPS_RELEASE,
         chart="kube-prometheus-stack",
-        repository="https://prometheus-community.github.io/helm-charts",
+        repository=PROMETHEUS_COMMUNITY_REPOSITORY,
         version=monitoring.version,
         namespace=monitoring.namespace,
         values=values,
@@ -206,7 +207,7 @@ def prometheus_adapter_release(spec: Spec) -> ChartRelease:
     return ChartRelease(
         name=ADAPTER_RELEASE,
         chart="prometheus-adapter",
-        repository="https://prometheus-community.github.io/helm-charts",
+        repository=PROMETHEUS_COMMUNITY_REPOSITORY,
         version=spec.monitoring.adapter_version,
         namespace=spec.monitoring.namespace,
         values=values,
