@@ -484,6 +484,28 @@ def test_monitoring_values_are_checked(monitoring_values: dict[str, Any], expect
     assert "hunter2" not in " ".join(problems)
 
 
+def test_a_custom_metric_name_must_be_a_prometheus_metric_name() -> None:
+    values = base()
+    values["kserve"] = {
+        "deployments": [
+            {
+                "name": "scorer",
+                "image": "example.org/s:1",
+                "autoscaling": {"metric": "pods", "metricName": "queue length"},
+            }
+        ]
+    }
+    problems = errors_of(values)
+    assert any(
+        p.startswith(
+            'mlcluster:kserve.deployments[0].autoscaling.metricName: "queue length" is not a Prometheus metric'
+        )
+        for p in problems
+    ), problems
+    values["kserve"]["deployments"][0]["autoscaling"]["metricName"] = "queue_length"
+    assert parse(values).kserve.deployments[0].autoscaling.metric_name == "queue_length"
+
+
 def test_monitoring_needs_a_storage_class_and_fault_handling_the_gpu_operator() -> None:
     values = base()
     values["storage"] = {"enabled": False}

@@ -13,6 +13,7 @@ _DNS_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 _PROMETHEUS_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$|^\d+(\.\d+)?%$")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -76,6 +77,12 @@ def duration(value: str) -> str | None:
 def prometheus_duration(value: str) -> str | None:
     if not _PROMETHEUS_DURATION.match(value):
         return "is not a Prometheus duration such as 15d, 12h or 1w"
+    return None
+
+
+def metric_name(value: str) -> str | None:
+    if not _METRIC_NAME.match(value):
+        return "is not a Prometheus metric name (letters, digits, _ and :, not starting with a digit)"
     return None
 
 

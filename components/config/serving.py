@@ -83,7 +83,10 @@ class DeploymentAutoscalingSpec:
         70, doc="Utilisation % (cpu/memory) or average value per replica.", check=checks.between(1, 100000)
     )
     metric_name: str | None = setting(
-        None, doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length."
+        None,
+        doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length: the"
+        " Prometheus series prometheus-adapter serves under the same name.",
+        check=checks.metric_name,
     )
 
     def validate(self, path: str, problems: Problems) -> None:
