@@ -1,5 +1,5 @@
 """GPU fault handling: NVSentinel watches the GPU Operator's DCGM health data and, as far as
-`monitoring.faultHandling.mode` allows, cordons, taints and drains GPU nodes that fail (docs/monitoring.md).
+`monitoring.faultHandling.mode` allows, cordons and drains GPU nodes that fail (docs/monitoring.md).
 
 After the GPU Operator: NVSentinel's health monitor reads the operator's DCGM hostengine.
 """

@@ -20,7 +20,7 @@ class FaultHandlingSpec:
     mode: FaultMode | None = setting(
         None,
         doc="What happens to a GPU node whose health checks fail (NVSentinel, docs/monitoring.md). `observe`: a"
-        " node condition and an event only; `cordon`: also cordon and taint it so new GPU work goes elsewhere;"
+        " node condition and an event only; `cordon`: also cordon it (unschedulable) so new GPU work goes elsewhere;"
         " `drain`: also evict its pods; `off`: nothing installed. Default: cordon on kubeadm clusters, off on"
         " existing ones (managed providers repair nodes themselves).",
     )
@@ -54,7 +54,7 @@ class MonitoringSpec:
         30, doc="Alert when Kueue workloads wait longer than this for admission.", check=checks.between(1, 10080)
     )
     fault_handling: FaultHandlingSpec = setting(
-        default_factory=FaultHandlingSpec, doc="GPU fault handling: cordon, taint and drain GPU nodes that fail."
+        default_factory=FaultHandlingSpec, doc="GPU fault handling: cordon and drain GPU nodes that fail."
     )
 
 

@@ -520,8 +520,8 @@ def dashboard_config_maps(spec: Spec) -> list[dict[str, Any]]:
 
 
 def nvsentinel_values(spec: Spec) -> dict[str, Any]:
-    """observe: health monitors write node conditions and events; cordon: + fault-quarantine (cordon and taint,
-    which needs its datastore); drain: + node-drainer."""
+    """observe: health monitors write node conditions and events; cordon: + fault-quarantine, whose rule sets
+    cordon on fatal GPU, syslog and CSP events (it needs its datastore); drain: + node-drainer."""
     mode = fault_mode(spec)
     quarantine = mode in ("cordon", "drain")
     return {
