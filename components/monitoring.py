@@ -18,6 +18,7 @@ from .platform_layer import PlatformLayer
 from .render import manifests
 from .render.monitoring import (
     GRAFANA_ADMIN_SECRET,
+    REMOTE_WRITE_SECRET,
     adapter_rules,
     alerts,
     dashboard_config_maps,
@@ -38,14 +39,12 @@ class Monitoring(PlatformLayer):
         before_stack: list[pulumi.Resource] = [*self.after, namespace]
         password = monitoring.grafana_admin_password
         if password is not None:
-            secret = {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": GRAFANA_ADMIN_SECRET, "namespace": monitoring.namespace},
-                "type": "Opaque",
-                "stringData": {"admin-user": "admin", "admin-password": pulumi.Output.secret(password.reveal())},
-            }
-            before_stack.append(self.manifest(secret, [namespace], name="grafana-admin-secret"))
+            data = {"admin-user": "admin", "admin-password": pulumi.Output.secret(password.reveal())}
+            before_stack.append(self._secret(GRAFANA_ADMIN_SECRET, data, spec, [namespace]))
+        remote = monitoring.remote_write
+        if remote is not None and remote.username is not None and remote.password is not None:
+            data = {"username": remote.username, "password": pulumi.Output.secret(remote.password.reveal())}
+            before_stack.append(self._secret(REMOTE_WRITE_SECRET, data, spec, [namespace]))
         stack = self.chart(kube_prometheus_stack_release(spec), before_stack)
         self.manifest(prometheus_rule(spec), [stack], name="prometheus-rule-mlcluster-alerts")
         for config_map in dashboard_config_maps(spec):
@@ -61,3 +60,16 @@ class Monitoring(PlatformLayer):
             "alerts": [alert.name for alert in alerts(spec)],
             "customMetrics": sorted(str(rule["name"]["as"]) for kind in rules.values() for rule in kind),
         }
+
+    def _secret(
+        self, name: str, data: dict[str, Any], spec: Spec, after: list[pulumi.Resource]
+    ) -> pulumi.CustomResource:
+        """A Secret the stack's values only name; secret values arrive as secret Outputs, so state hides them."""
+        document = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": spec.monitoring.namespace},
+            "type": "Opaque",
+            "stringData": data,
+        }
+        return self.manifest(document, after, name=name)

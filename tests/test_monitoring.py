@@ -444,13 +444,41 @@ def test_monitoring_comes_before_the_layers_whose_charts_use_its_crds(run_stack:
     assert release_of(run, "nvsentinel").inputs["version"] == "v1.19.0"
 
 
-def test_the_grafana_password_is_a_secret(run_stack: Any) -> None:
-    run = run_stack("onprem")
-    (secret,) = [r for r in run.of_type("kubernetes:core/v1:Secret") if r.name == "grafana-admin-secret"]
-    assert secret.inputs["stringData"]["admin-password"] == "[secret]"
-    grafana = release_of(run, "kube-prometheus-stack").raw_inputs["values"]["grafana"]
-    assert grafana["admin"]["existingSecret"] == secret.inputs["metadata"]["name"]
+def secret_of(run: Any, name: str) -> Any:
+    (secret,) = [r for r in run.of_type("kubernetes:core/v1:Secret") if r.name == name]
+    return secret
+
+
+def test_the_grafana_password_and_remote_write_credentials_are_secrets(run_stack: Any) -> None:
+    values, secret_keys = stack_values("onprem")
+    values["monitoring"]["remoteWrite"] = {
+        "url": "https://metrics.example.internal/api/v1/push",
+        "username": "ml-onprem",
+        "password": "REMOTE-WRITE-PASSWORD",
+    }
+    run = run_stack("onprem", values=values, secret=secret_keys)
+    grafana_secret = secret_of(run, monitoring.GRAFANA_ADMIN_SECRET)
+    assert grafana_secret.inputs["stringData"]["admin-password"] == "[secret]"
+    remote_secret = secret_of(run, monitoring.REMOTE_WRITE_SECRET)
+    assert remote_secret.inputs["stringData"] == {"username": "ml-onprem", "password": "[secret]"}
+    stack_values_ = release_of(run, "kube-prometheus-stack").raw_inputs["values"]
+    grafana = stack_values_["grafana"]
+    assert grafana["admin"]["existingSecret"] == grafana_secret.inputs["metadata"]["name"]
     assert "adminPassword" not in grafana
+    (target,) = stack_values_["prometheus"]["prometheusSpec"]["remoteWrite"]
+    assert target["basicAuth"]["password"] == {"name": monitoring.REMOTE_WRITE_SECRET, "key": "password"}
+    # Neither credential reaches a non-secret input of any resource.
+    for resource in run.resources:
+        assert "REMOTE-WRITE-PASSWORD" not in str(resource.inputs), resource.name
+    assert remote_secret.urn in release_of(run, "kube-prometheus-stack").depends_on
+
+
+def test_remote_write_renders_into_the_prometheus_resource(onprem: Spec) -> None:
+    values, secret_keys = stack_values("onprem")
+    values["monitoring"]["remoteWrite"] = {"url": "https://metrics.example.internal/api/v1/push"}
+    spec = load_spec(values, secret_keys)
+    (prometheus,) = render_release(monitoring.kube_prometheus_stack_release(spec)).of_kind("Prometheus")
+    assert prometheus["spec"]["remoteWrite"] == [{"url": "https://metrics.example.internal/api/v1/push"}]
 
 
 # --- Config -----------------------------------------------------------------------------------------------------
@@ -504,6 +532,29 @@ def test_a_custom_metric_name_must_be_a_prometheus_metric_name() -> None:
     ), problems
     values["kserve"]["deployments"][0]["autoscaling"]["metricName"] = "queue_length"
     assert parse(values).kserve.deployments[0].autoscaling.metric_name == "queue_length"
+
+
+@pytest.mark.parametrize(
+    ("remote_write", "expected"),
+    [
+        (
+            {"url": "metrics.example.internal"},
+            'mlcluster:monitoring.remoteWrite.url: "metrics.example.internal" is not',
+        ),
+        ({"url": "https://m.example", "username": "u"}, "mlcluster:monitoring.remoteWrite.password: is required"),
+    ],
+)
+def test_remote_write_is_checked(remote_write: dict[str, Any], expected: str) -> None:
+    values = base()
+    values["monitoring"] = {"remoteWrite": remote_write}
+    problems = errors_of(values, ("ssh", "monitoring"))
+    assert any(p.startswith(expected) for p in problems), problems
+    # A password given in plaintext (the section not stored as a secret) is refused, and not echoed.
+    values["monitoring"] = {"remoteWrite": {"url": "https://m.example", "username": "u", "password": "hunter2"}}
+    problems = errors_of(values)
+    assert any(p.startswith("mlcluster:monitoring.remoteWrite.password: must be set as a secret") for p in problems)
+    assert "hunter2" not in " ".join(problems)
+    assert parse(values, ("ssh", "monitoring")).monitoring.remote_write is not None
 
 
 def test_monitoring_needs_a_storage_class_and_fault_handling_the_gpu_operator() -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from . import checks
+from .images import url
 from .schema import Problems, Secret, join_path, setting
 from .serving import InferenceDeploymentSpec
 
@@ -29,6 +30,18 @@ class FaultHandlingSpec:
 
 
 @dataclass(frozen=True)
+class RemoteWriteSpec:
+    url: str = setting(doc="Remote-write endpoint (Mimir, Thanos Receive, a cloud's managed Prometheus).", check=url)
+    username: str | None = setting(None, doc="Basic-auth user (with password).")
+    password: Secret | None = setting(None, secret=True, doc="Basic-auth password (secret).")
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if (self.username is None) != (self.password is None):
+            missing = "password" if self.password is None else "username"
+            problems.error(join_path(path, missing), "is required with the other basic-auth field (give both or none)")
+
+
+@dataclass(frozen=True)
 class MonitoringSpec:
     enabled: bool | None = setting(
         None,
@@ -49,6 +62,9 @@ class MonitoringSpec:
         "5.3.0",
         doc="prometheus-adapter chart version: serves kserve.deployments' pods/external HPA metrics.",
         check=checks.pinned_chart_version,
+    )
+    remote_write: RemoteWriteSpec | None = setting(
+        None, doc="Also send samples to a long-term store; its credentials are stack secrets."
     )
     pending_alert_minutes: int = setting(
         30, doc="Alert when Kueue workloads wait longer than this for admission.", check=checks.between(1, 10080)

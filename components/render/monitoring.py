@@ -28,6 +28,7 @@ PROMETHEUS_SERVICE = f"{KPS_RELEASE}-prometheus"
 ADAPTER_RELEASE = "prometheus-adapter"
 NVSENTINEL_RELEASE = "nvsentinel"
 GRAFANA_ADMIN_SECRET = "grafana-admin"
+REMOTE_WRITE_SECRET = "prometheus-remote-write"
 DASHBOARD_LABEL = "grafana_dashboard"
 """The label kube-prometheus-stack's Grafana sidecar loads dashboards ConfigMaps by (value "1")."""
 DCGM_METRICS_CONFIG = "mlcluster-dcgm-metrics"
@@ -126,18 +127,24 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
             "userKey": "admin-user",
             "passwordKey": "admin-password",
         }
+    prometheus_spec: dict[str, Any] = {
+        "retention": monitoring.retention,
+        "storageSpec": {"volumeClaimTemplate": {"spec": claim}},
+        # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's: the GPU
+        # Operator's, Kueue's and mlcluster's own carry no release label.
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "ruleSelectorNilUsesHelmValues": False,
+    }
+    remote = monitoring.remote_write
+    if remote is not None:
+        target: dict[str, Any] = {"url": remote.url}
+        if remote.username is not None:
+            # The credentials stay in a Secret (components/monitoring.py); the values only name it.
+            target["basicAuth"] = {key: {"name": REMOTE_WRITE_SECRET, "key": key} for key in ("username", "password")}
+        prometheus_spec["remoteWrite"] = [target]
     values: dict[str, Any] = {
-        "prometheus": {
-            "prometheusSpec": {
-                "retention": monitoring.retention,
-                "storageSpec": {"volumeClaimTemplate": {"spec": claim}},
-                # Select every ServiceMonitor/PodMonitor/PrometheusRule, not only this release's: the GPU
-                # Operator's, Kueue's and mlcluster's own carry no release label.
-                "serviceMonitorSelectorNilUsesHelmValues": False,
-                "podMonitorSelectorNilUsesHelmValues": False,
-                "ruleSelectorNilUsesHelmValues": False,
-            }
-        },
+        "prometheus": {"prometheusSpec": prometheus_spec},
         "grafana": grafana,
         # The node name on node-exporter series (by default only `instance`, the node's IP:port), so alerts
         # can name the node and pick each node's image disk.
