@@ -17,6 +17,7 @@ import promql_parser
 import pytest
 import yaml
 
+from components.config.load import spec_and_warnings
 from components.config.monitoring import FaultMode, fault_mode, monitoring_wanted
 from components.config.spec import Spec
 from components.render import monitoring
@@ -557,13 +558,23 @@ def test_remote_write_is_checked(remote_write: dict[str, Any], expected: str) ->
     assert parse(values, ("ssh", "monitoring")).monitoring.remote_write is not None
 
 
-def test_monitoring_needs_a_storage_class_and_fault_handling_the_gpu_operator() -> None:
+def test_fault_handling_needs_the_gpu_operator_and_monitoring_warns_without_a_storage_class() -> None:
     values = base()
     values["storage"] = {"enabled": False}
     values["gpuOperator"] = {"enabled": False}
     values["monitoring"] = {"faultHandling": {"mode": "drain"}}
     problems = errors_of(values)
-    assert any(p.startswith("mlcluster:monitoring.storageSize: needs a StorageClass") for p in problems)
-    assert any(p.startswith("mlcluster:monitoring.faultHandling.mode: drain reads GPU health") for p in problems)
+    assert problems == [
+        "mlcluster:monitoring.faultHandling.mode: drain reads GPU health from the GPU Operator's DCGM: set"
+        " gpuOperator.enabled: true, or mode: off"
+    ]
+    values["monitoring"] = {"faultHandling": {"mode": "off"}}
+    spec, warnings = spec_and_warnings(values, lambda key: key == "ssh")
+    (storage,) = [str(w) for w in warnings if str(w).startswith("mlcluster:monitoring.")]
+    assert storage.startswith("mlcluster:monitoring.storageSize: Prometheus' volume claim names no StorageClass")
+    # Without a class of the stack's own, the claim names none (the cluster's default, if any).
+    claim = monitoring.kube_prometheus_stack_release(spec).values["prometheus"]["prometheusSpec"]["storageSpec"]
+    assert "storageClassName" not in claim["volumeClaimTemplate"]["spec"]
     values["monitoring"] = {"enabled": False, "faultHandling": {"mode": "off"}}
-    assert parse(values).monitoring.enabled is False
+    warnings = spec_and_warnings(values, lambda key: key == "ssh")[1]
+    assert [w for w in warnings if str(w).startswith("mlcluster:monitoring.")] == []

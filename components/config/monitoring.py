@@ -99,10 +99,12 @@ def validate_monitoring(spec: Spec, problems: Problems) -> None:
     path = "monitoring"
     if monitoring_wanted(spec):
         if not spec.storage.enabled and not spec.cluster.defaults.default_storage_class:
-            problems.error(
+            # A default class installed outside mlcluster serves the claim; without one it stays Pending.
+            problems.warn(
                 join_path(path, "storageSize"),
-                "needs a StorageClass for Prometheus' volume: set storage.enabled: true (this cluster has no"
-                " default class), or monitoring.enabled: false",
+                "Prometheus' volume claim names no StorageClass (storage.enabled is false): it binds only if the"
+                " cluster has a default class installed some other way; set storage.enabled: true, or"
+                " monitoring.enabled: false",
             )
         if spec.gpu_operator.enabled and not spec.gpu_operator.dcgm_exporter:
             problems.warn(
