@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBenchmarkPlaceholderKey"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci1iZW5jaG1hcmstaG9zdC1rZXktMDAw"
 BASE = ipaddress.ip_address("198.18.0.10")
 
 

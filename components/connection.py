@@ -23,7 +23,7 @@ def node_connection(spec: Spec, node: NodeSpec) -> remote.ConnectionArgs:
             port=bastion.port,
             user=bastion.user or spec.ssh.user,
             private_key=key,
-            host_key=bastion.host_key,
+            host_key=bastion.pinned_host_key,
             per_dial_timeout=spec.ssh.connect_timeout_seconds,
             dial_error_limit=spec.ssh.dial_attempts,
         )
@@ -33,7 +33,7 @@ def node_connection(spec: Spec, node: NodeSpec) -> remote.ConnectionArgs:
         user=ssh_user(spec, node),
         private_key=key,
         # None only when the user opted out loudly (ssh.insecureIgnoreHostKeys); validation enforces it.
-        host_key=node.host_key,
+        host_key=node.pinned_host_key,
         per_dial_timeout=spec.ssh.connect_timeout_seconds,
         dial_error_limit=spec.ssh.dial_attempts,
         proxy=proxy,

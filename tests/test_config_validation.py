@@ -13,7 +13,7 @@ from components.config.schema import ConfigError, Secret
 
 from .conftest import stack_values
 
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci10ZXN0LWhvc3Qta2V5LTAwMDAwMDAw"
 
 
 def base() -> dict[str, Any]:

@@ -33,7 +33,7 @@ from components.render.tuning_steps import restart_batches, tuning_step
 from .conftest import PROJECT
 from .upstream import config_schema, containerd_errors, kubelet_errors
 
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci10ZXN0LWhvc3Qta2V5LTAwMDAwMDAw"
 # Every kubelet flag the tuning may emit, from the upstream kubelet command-line reference (kubernetes/website
 # content/en/docs/reference/command-line-tools-reference/kubelet.md, 1.34 era). `--max-parallel-image-pulls`
 # and `--image-maximum-gc-age` are absent there: those fields are config-only.

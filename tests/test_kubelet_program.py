@@ -91,7 +91,7 @@ def test_the_offline_plan_lists_the_warnings(tmp_path) -> None:
 
     from .conftest import PROJECT
 
-    host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
+    host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci10ZXN0LWhvc3Qta2V5LTAwMDAwMDAw"
     stack = {
         "config": {
             "mlcluster:kubernetesVersion": "1.29.6",

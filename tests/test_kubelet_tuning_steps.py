@@ -21,7 +21,7 @@ from components.render.tuning_steps import PENDING_RESTARTS, image_disk_step, re
 from .node_sandbox import Node
 from .upstream import containerd_errors, kubelet_errors
 
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci10ZXN0LWhvc3Qta2V5LTAwMDAwMDAw"
 EXACT_LINE = 'KUBELET_EXTRA_ARGS="--image-gc-low-threshold 70 --image-gc-high-threshold 80"'
 RESTART_KUBELET = ("systemctl", "restart", "kubelet")
 RESTART_CONTAINERD = ("systemctl", "restart", "containerd")

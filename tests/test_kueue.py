@@ -28,7 +28,7 @@ from components.render.kueue import (
 from .conftest import PROJECT, known, stack_values
 from .upstream import chart_values, crd_errors, kubernetes_errors, unknown_value_keys
 
-HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci10ZXN0LWhvc3Qta2V5LTAwMDAwMDAw"
 H100 = "H100-SXM-80GB"
 FLAVOR = "h100-sxm-80gb"
 CRDS = {

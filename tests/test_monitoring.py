@@ -520,17 +520,21 @@ def test_a_custom_metric_name_must_be_a_prometheus_metric_name() -> None:
             {
                 "name": "scorer",
                 "image": "example.org/s:1",
-                "autoscaling": {"metric": "pods", "metricName": "queue length"},
+                "autoscaling": {"metric": "pods", "metricName": "queue.length"},
             }
         ]
     }
     problems = errors_of(values)
     assert any(
         p.startswith(
-            'mlcluster:kserve.deployments[0].autoscaling.metricName: "queue length" is not a Prometheus metric'
+            'mlcluster:kserve.deployments[0].autoscaling.metricName: "queue.length" is not a Prometheus metric'
         )
         for p in problems
     ), problems
+    # Without monitoring mlcluster runs no adapter, so only the field's own grammar applies.
+    values["monitoring"] = {"enabled": False}
+    assert parse(values).kserve.deployments[0].autoscaling.metric_name == "queue.length"
+    values["monitoring"] = {}
     values["kserve"]["deployments"][0]["autoscaling"]["metricName"] = "queue_length"
     assert parse(values).kserve.deployments[0].autoscaling.metric_name == "queue_length"
 

@@ -7,17 +7,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from . import formats
 from .schema import Check
 
-_DNS_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
-_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
-_PROMETHEUS_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$|^\d+(\.\d+)?%$")
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_TAINT = re.compile(r"^([^=:]+)(=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)$")
+_K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
+_DURATION = re.compile(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", re.ASCII)
+_PROMETHEUS_DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+", re.ASCII)
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*", re.ASCII)
+_QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?|\d+(\.\d+)?%", re.ASCII)
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)", re.ASCII)
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII)
+_TAINT = re.compile(r"([^=:]+)(=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)", re.ASCII)
 
 
 def is_ip(value: str) -> bool:
@@ -29,22 +29,16 @@ def is_ip(value: str) -> bool:
 
 
 def host(value: str) -> str | None:
-    if is_ip(value):
+    if is_ip(value) and formats.single_line(value) is None:
         return None
-    labels = value.rstrip(".").split(".")
-    # A dotted all-numeric name is a mistyped IPv4 address, not a DNS name.
-    if all(label.isdigit() for label in labels) or not all(_DNS_LABEL.match(label) for label in labels):
-        return "is not an IP address or DNS name"
-    if len(value) > 253:
-        return "is not an IP address or DNS name (longer than 253 characters)"
-    return None
+    return formats.dns_name(value)
 
 
 def host_port(value: str) -> str | None:
     """host, host:port or [ipv6]:port."""
-    match = re.match(r"^\[(?P<v6>[^\]]+)\](:(?P<port6>\d+))?$|^(?P<host>[^:]+)(:(?P<port>\d+))?$", value)
+    match = re.fullmatch(r"\[(?P<v6>[^\]]+)\](:(?P<port6>[0-9]+))?|(?P<host>[^:]+)(:(?P<port>[0-9]+))?", value)
     if not match:
-        return "is not host or host:port" if not is_ip(value) else None
+        return "is not host or host:port" if host(value) else None
     name = match.group("v6") or match.group("host")
     port = match.group("port6") or match.group("port")
     if host(name):
@@ -63,25 +57,25 @@ def cidr(value: str) -> str | None:
 
 
 def k8s_name(value: str) -> str | None:
-    if len(value) > 63 or not _K8S_NAME.match(value):
+    if len(value) > 63 or not _K8S_NAME.fullmatch(value):
         return "is not a valid name (lowercase letters, digits and '-', at most 63, start and end alphanumeric)"
     return None
 
 
 def duration(value: str) -> str | None:
-    if not _DURATION.match(value):
+    if not _DURATION.fullmatch(value):
         return "is not a duration such as 30m, 1h30m or 90s"
     return None
 
 
 def prometheus_duration(value: str) -> str | None:
-    if not _PROMETHEUS_DURATION.match(value):
+    if not _PROMETHEUS_DURATION.fullmatch(value):
         return "is not a Prometheus duration such as 15d, 12h or 1w"
     return None
 
 
-def metric_name(value: str) -> str | None:
-    if not _METRIC_NAME.match(value):
+def prometheus_metric_name(value: str) -> str | None:
+    if not _METRIC_NAME.fullmatch(value):
         return "is not a Prometheus metric name (letters, digits, _ and :, not starting with a digit)"
     return None
 
@@ -92,31 +86,39 @@ def duration_seconds(value: str) -> float:
 
 
 def quantity(value: str) -> str | None:
-    if not _QUANTITY.match(value):
+    if not _QUANTITY.fullmatch(value):
         return "is not a Kubernetes quantity such as 500m, 4Gi, 10%"
     return None
 
 
+def _number_hint(value: str) -> str:
+    """YAML reads an unquoted 1.30 as the number 1.3: say so where a version arrived as a number."""
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):
+        return ' (YAML read it as a number: write the version in quotes, e.g. "1.30")'
+    return ""
+
+
 def k8s_version(value: str) -> str | None:
-    if not _VERSION.match(value):
-        return "is not a Kubernetes version such as 1.34.2"
+    match = _VERSION.fullmatch(value)
+    if not match or match.group(1) != "1":
+        return "is not a Kubernetes version such as 1.34.2 (Kubernetes releases are 1.x)" + _number_hint(value)
     return None
 
 
 def version_tuple(value: str) -> tuple[int, int, int]:
-    match = _VERSION.match(value)
+    match = _VERSION.fullmatch(value)
     if not match:
         raise ValueError(value)
     major, minor, patch = match.groups()
     return int(major), int(minor), int(patch)
 
 
-_PINNED = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+_PINNED = re.compile(r"v?\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?", re.ASCII)
 
 
 def pinned_chart_version(value: str) -> str | None:
-    if not _PINNED.match(value):
-        return "is not a pinned chart version such as 1.2.3 (ranges and 'latest' are not allowed)"
+    if not _PINNED.fullmatch(value):
+        return "is not a pinned chart version such as 1.2.3 (ranges and 'latest' are not allowed)" + _number_hint(value)
     return None
 
 
@@ -133,7 +135,7 @@ def label_key(value: str) -> str | None:
     prefix, _, name = value.rpartition("/")
     if prefix and host(prefix):
         return "has a prefix that is not a DNS subdomain"
-    if not _LABEL_NAME.match(name):
+    if not _LABEL_NAME.fullmatch(name):
         return "is not a valid label key"
     return None
 
@@ -178,19 +180,21 @@ def labels(value: Any) -> str | None:
     for key, val in value.items():
         if label_key(key):
             return f"has an invalid label key {key!r}"
-        if val and not _LABEL_NAME.match(val):
+        if formats.label_value(val):
             return f"has an invalid value {val!r} for label {key!r}"
     return None
 
 
 def taint(value: str) -> str | None:
-    if not _TAINT.match(value):
+    match = _TAINT.fullmatch(value)
+    # Key and value follow the label grammar (they reach kubeadm's JoinConfiguration and the node object).
+    if not match or label_key(match.group(1)) or formats.label_value(match.group(3) or ""):
         return "is not a taint such as nvidia.com/gpu=present:NoSchedule"
     return None
 
 
 def parse_taint(value: str) -> dict[str, str]:
-    match = _TAINT.match(value)
+    match = _TAINT.fullmatch(value)
     if not match:
         raise ValueError(value)
     out = {"key": match.group(1), "effect": match.group(4)}
@@ -210,23 +214,36 @@ def each(check: Callable[[Any], str | None]) -> Check:
     return check_all
 
 
-def ssh_public_key(value: str) -> str | None:
-    parts = value.split()
-    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")):
-        return "is not an SSH public host key such as 'ssh-ed25519 AAAA…' (see ssh-keyscan)"
+def gpu_model(value: str) -> str | None:
+    """A GPU model becomes the mlcluster.io/gpu-model node-label value and (lowercased) a Kueue flavor name."""
+    if not value or formats.label_value(value):
+        return "is not a GPU model name such as H100-SXM-80GB (a label value: letters, digits, '-', '_', '.')"
+    return None
+
+
+def version_tag(value: str) -> str | None:
+    """A version that becomes an image tag (a driver version such as 580.95.05)."""
+    if not re.fullmatch(r"[0-9][A-Za-z0-9._-]{0,127}", value):
+        return "is not a version such as 580.95.05 (it becomes an image tag)"
+    return None
+
+
+def metric_name(value: str) -> str | None:
+    if not re.fullmatch(r"[A-Za-z_:][A-Za-z0-9_:.|/-]{0,252}", value):
+        return "is not a metric name such as queue_length"
     return None
 
 
 def absolute_path(value: str) -> str | None:
     if not value.startswith("/"):
         return "is not an absolute path"
-    return None
+    return formats.single_line(value)
 
 
 def git_tag(value: str) -> str | None:
     """A release tag (v1.9.4, 2.14.3): a pinned ref, never a branch such as master."""
-    if not _PINNED.match(value):
-        return "is not a pinned release tag such as v1.9.4 (branches are not allowed)"
+    if not _PINNED.fullmatch(value):
+        return "is not a pinned release tag such as v1.9.4 (branches are not allowed)" + _number_hint(value)
     return None
 
 
@@ -237,12 +254,12 @@ def toleration_of(taint: str) -> dict[str, str]:
     return {"key": parsed["key"], **operator, "effect": parsed["effect"]}
 
 
-_STACK_PART = re.compile(r"^[A-Za-z0-9_.-]+$")
+_STACK_PART = re.compile(r"[A-Za-z0-9_.-]+", re.ASCII)
 
 
 def stack_reference(value: str) -> str | None:
     """A fully qualified stack name, as StackReference takes it: organization/project/stack."""
     parts = value.split("/")
-    if len(parts) != 3 or not all(_STACK_PART.match(part) for part in parts):
+    if len(parts) != 3 or not all(_STACK_PART.fullmatch(part) for part in parts):
         return "is not a stack name of the form organization/project/stack (e.g. acme/mlcluster-nodes/prod)"
     return None

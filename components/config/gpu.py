@@ -25,7 +25,9 @@ class GpuOperatorSpec:
         doc="Who provides the NVIDIA driver: `auto` decides from the GPU preflight (a host driver that works"
         " means `preinstalled`), `operator` builds/loads it in a container, `preinstalled` uses the host's.",
     )
-    driver_version: str | None = setting(None, doc="Driver version the operator installs (chart default if unset).")
+    driver_version: str | None = setting(
+        None, doc="Driver version the operator installs (chart default if unset).", check=checks.version_tag
+    )
     mig_strategy: Literal["none", "single", "mixed"] = setting("none", doc="MIG strategy of the device plugin.")
     time_slicing_replicas: int | None = setting(
         None, doc="Cluster-wide time-slicing: pods that may share each GPU.", check=checks.between(2, 64)

@@ -6,24 +6,19 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from . import checks
+from . import checks, formats
 from .schema import Problems, Secret, join_path, setting
 
-_REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:\d+)?$")
-_URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
-_IMAGE = re.compile(r"^[a-z0-9]([a-z0-9._/:-]*[a-z0-9])?(@sha256:[0-9a-f]{64})?$")
+_REGISTRY = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?")
+url = formats.http_url
+image_reference = formats.image_reference
 
 
 def registry_name(value: str) -> str | None:
-    return None if _REGISTRY.match(value) else "is not a registry host such as docker.io or nvcr.io:443"
-
-
-def url(value: str) -> str | None:
-    return None if _URL.match(value) else "is not an http(s) URL such as https://mirror.example.internal"
-
-
-def image_reference(value: str) -> str | None:
-    return None if _IMAGE.match(value) else "is not an image reference such as nvcr.io/nvidia/pytorch:25.01-py3"
+    """A registry host: a directory name under containerd's certs.d and a key of its hosts.toml."""
+    if not _REGISTRY.fullmatch(value) or checks.host_port(value):
+        return "is not a registry host such as docker.io or nvcr.io:443"
+    return None
 
 
 @dataclass(frozen=True)
@@ -43,7 +38,10 @@ class MirrorSpec:
     ca: str | None = setting(None, doc="PEM CA certificate the mirrors' TLS certificates chain to.")
     skip_verify: bool = setting(False, doc="DANGER: do not verify the mirrors' TLS certificates.")
     authorization: Secret | None = setting(
-        None, secret=True, doc="Authorization header value for the mirrors (e.g. `Basic <base64>`; secret)."
+        None,
+        secret=True,
+        doc="Authorization header value for the mirrors (e.g. `Basic <base64>`; secret).",
+        check=formats.header_value,
     )
 
     def validate(self, path: str, problems: Problems) -> None:

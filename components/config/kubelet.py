@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import checks
+from . import checks, formats
 from .schema import Problems, join_path, setting
 
 EVICTION_SIGNALS = (
@@ -27,8 +27,8 @@ EVICTION_SIGNALS = (
     "pid.available",
 )
 RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
-_CONTAINERD_VERSION = re.compile(r"^v?(\d+)\.(\d+)(\.\d+)?$")
-_MAX_UNAVAILABLE = re.compile(r"^(\d+)(%?)$")
+_CONTAINERD_VERSION = re.compile(r"v?(\d+)\.(\d+)(\.\d+)?", re.ASCII)
+_MAX_UNAVAILABLE = re.compile(r"(\d+)(%?)", re.ASCII)
 # Mount points that hold the OS: an image disk mounted there would hide it.
 _SYSTEM_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var")
 
@@ -52,14 +52,14 @@ def _reserved(value: Mapping[str, str]) -> str | None:
 
 
 def containerd_version(value: str) -> str | None:
-    if value == "auto" or _CONTAINERD_VERSION.match(value):
+    if value == "auto" or _CONTAINERD_VERSION.fullmatch(value):
         return None
     return "is not `auto` or a containerd version such as 1.7 or 2.1"
 
 
 def containerd_series(value: str) -> Literal["auto", "1.6", "1.7", "2"]:
     """The line whose config format and keys apply: 1.6 (no pull progress timeout), 1.7 (config v2), 2 (v3)."""
-    match = _CONTAINERD_VERSION.match(value)
+    match = _CONTAINERD_VERSION.fullmatch(value)
     if value == "auto" or match is None:
         return "auto"
     major, minor = int(match.group(1)), int(match.group(2))
@@ -69,15 +69,17 @@ def containerd_series(value: str) -> Literal["auto", "1.6", "1.7", "2"]:
 
 
 def _max_unavailable(value: str) -> str | None:
-    match = _MAX_UNAVAILABLE.match(value)
+    match = _MAX_UNAVAILABLE.fullmatch(value)
     if not match or int(match.group(1)) == 0 or (match.group(2) and int(match.group(1)) > 100):
         return "is not a node count (1, 2, ...) or a percentage (1%-100%)"
     return None
 
 
 def _mount_point(value: str) -> str | None:
-    if checks.absolute_path(value):
-        return checks.absolute_path(value)
+    # Written into /etc/fstab and containerd's unit drop-in (image-disk.sh), and containerd's TOML root.
+    problem = formats.mount_path(value)
+    if problem:
+        return problem
     if value.rstrip("/") in _SYSTEM_DIRS or value == "/":
         return "is a system directory: mounting the image disk there would hide the OS"
     return None
@@ -296,7 +298,7 @@ class ImageDiskSpec:
         doc="Block device for images, e.g. /dev/nvme1n1: formatted only if blkid finds nothing on it, mounted by UUID.",
         check=lambda v: (
             None
-            if re.match(r"^/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]*$", v) and ".." not in v
+            if re.fullmatch(r"/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]*", v) and ".." not in v
             else "is not a block device path (/dev/...)"
         ),
     )

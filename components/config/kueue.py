@@ -17,7 +17,7 @@ CPU_FLAVOR = "cpu"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_RESOURCE_NAME = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 _BINARY: dict[str, int] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: dict[str, Decimal | int] = {
     "m": Decimal("0.001"),
@@ -29,12 +29,12 @@ _DECIMAL: dict[str, Decimal | int] = {
     "P": 10**15,
     "E": 10**18,
 }
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?", re.ASCII)
 
 
 def parse_quantity(value: str) -> Decimal | None:
     """A Kubernetes quantity as a number (None when it is not one): "500m" -> 0.5, "4Gi" -> 4294967296."""
-    match = _QUANTITY.match(value)
+    match = _QUANTITY.fullmatch(value)
     if not match:
         return None
     number, suffix = match.group(1), match.group(2) or ""
@@ -43,7 +43,7 @@ def parse_quantity(value: str) -> Decimal | None:
 
 def resource_quantity_problem(name: str, quantity: str) -> str | None:
     """What is wrong with one `resource: quantity` entry of a quota, or None."""
-    if not _RESOURCE_NAME.match(name) or len(name) > 253:
+    if not _RESOURCE_NAME.fullmatch(name) or len(name) > 253:
         return "is not a resource name"
     amount = parse_quantity(quantity)
     if amount is None:
@@ -167,7 +167,7 @@ class TeamSpec:
 
 @dataclass(frozen=True)
 class GpuInventorySpec:
-    model: str = setting(doc="GPU model; its flavor is the model lowercased.")
+    model: str = setting(doc="GPU model; its flavor is the model lowercased.", check=checks.gpu_model)
     count: int = setting(
         doc="Devices of this model in the cluster (after time-slicing and MIG).", check=checks.between(1, 100000)
     )
@@ -175,7 +175,9 @@ class GpuInventorySpec:
         GPU_RESOURCE,
         doc="Resource the devices are requested as.",
         check=lambda v: (
-            None if v.startswith(GPU_RESOURCE_PREFIX) and _RESOURCE_NAME.match(v) else "is not an nvidia.com/ resource"
+            None
+            if v.startswith(GPU_RESOURCE_PREFIX) and _RESOURCE_NAME.fullmatch(v)
+            else "is not an nvidia.com/ resource"
         ),
     )
     node_labels: Mapping[str, str] = setting(

@@ -120,6 +120,17 @@ def validate_monitoring(spec: Spec, problems: Problems) -> None:
                 " installs prometheus-adapter with monitoring.enabled: true; without it the HPA reports no metric"
                 " unless you run an adapter yourself",
             )
+    if monitoring_wanted(spec):
+        for deployment in custom_metric_deployments(spec):
+            # prometheus-adapter serves it from a Prometheus series of the same name (a selector and a regex).
+            problem = checks.prometheus_metric_name(str(deployment.autoscaling.metric_name))
+            if problem is not None:
+                i = spec.kserve.deployments.index(deployment)
+                problems.error(
+                    f"kserve.deployments[{i}].autoscaling.metricName",
+                    f'"{deployment.autoscaling.metric_name}" {problem}: prometheus-adapter (monitoring) serves the HPA'
+                    " the Prometheus series of that name",
+                )
     mode = spec.monitoring.fault_handling.mode
     if mode not in (None, "off") and not spec.gpu_operator.enabled:
         problems.error(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -117,7 +119,8 @@ def join_path(base: str, part: str | int) -> str:
 
 def show(value: Any) -> str:
     if isinstance(value, str):
-        return f'"{value}"'
+        # JSON-quoted: a newline or quote in a hostile value cannot forge another line of the report.
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, Secret):
         return "[secret]"
     return repr(value)
@@ -164,6 +167,19 @@ def _strip_optional(tp: Any) -> tuple[Any, bool]:
 
 
 _INVALID = object()
+INT32 = (-(2**31), 2**31 - 1)
+"""Kubernetes API integers (priorities, replicas, ports, ...) are int32: a bigger number is refused by the API."""
+HEREDOC_DELIMITER = "MLCLUSTER_STEP_SCRIPT"
+"""Ends the here-document a node step travels in (render/shell.py): no setting may contain it."""
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    # ASCII digits only: str.isdigit() also accepts '²', which int() refuses.
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+        return int(value)
+    return None
 
 
 def parse_value(tp: Any, value: Any, path: str, ctx: ParseContext) -> Any:
@@ -207,24 +223,39 @@ def parse_value(tp: Any, value: Any, path: str, ctx: ParseContext) -> Any:
         if isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
     elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
+        number = _integer(value)
+        if number is not None and not INT32[0] <= number <= INT32[1]:
+            ctx.problems.error(path, f"{number} is outside the 32-bit integers the Kubernetes API accepts")
+            return _INVALID
+        if number is not None:
+            return number
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
     elif tp is str:
         if isinstance(value, str):
-            return value
+            return _text(value, path, ctx)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
     elif tp is Secret and isinstance(value, str):
-        return Secret(value)
+        return Secret(value) if _text(value, path, ctx, secret=True) is not _INVALID else _INVALID
     # A value meant to be secret is never echoed, whatever its type.
     got = "something else" if tp is Secret else show(value)
     ctx.problems.error(path, f"must be {_type_name(tp)}, got {got}")
     return _INVALID
+
+
+def _text(value: str, path: str, ctx: ParseContext, *, secret: bool = False) -> Any:
+    """Any text reaches a node step's script, multi-line values (certificates, commands) included."""
+    shown = "a secret" if secret else show(value)
+    if HEREDOC_DELIMITER in value:
+        ctx.problems.error(path, f"{shown} contains {HEREDOC_DELIMITER}, the reserved word that ends a node step")
+        return _INVALID
+    # No file a setting is written into holds a NUL, and a shell variable cannot: it would be cut there.
+    if "\x00" in value:
+        ctx.problems.error(path, f"{shown} contains a NUL character")
+        return _INVALID
+    return value
 
 
 def _did_you_mean(word: str, choices: list[str]) -> str:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from . import checks
-from .schema import Problems, join_path, setting
+from . import checks, formats
+from .schema import Problems, join_path, setting, show
 
 KNATIVE_COST = (
     "Knative installs at least eight more always-on Deployments (the Knative Operator and its webhook;"
@@ -48,15 +48,21 @@ class EndpointSpec:
     name: str = setting(doc="InferenceService name.", check=checks.k8s_name)
     model_format: str = setting(
         doc="Model format KServe picks a runtime for: huggingface, sklearn, xgboost, pytorch, triton, onnx, ...",
-        check=lambda v: None if v and " " not in v else "must be a non-empty format name without spaces",
+        check=lambda v: (
+            None
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", v)
+            else "is not a model format name such as huggingface or sklearn"
+        ),
     )
     storage_uri: str = setting(
         doc="Where the model is: s3://, gs://, pvc://, hf://, oci://, https:// ...",
-        check=lambda v: None if "://" in v else "is not a storage URI such as s3://bucket/model or hf://org/model",
+        check=formats.storage_uri,
     )
     namespace: str = setting("models", doc="Namespace of the endpoint (created if missing).", check=checks.k8s_name)
     runtime: str | None = setting(
-        None, doc="ServingRuntime/ClusterServingRuntime name (default: KServe picks one for the format)."
+        None,
+        doc="ServingRuntime/ClusterServingRuntime name (default: KServe picks one for the format).",
+        check=checks.k8s_name,
     )
     gpus: int = setting(
         0, doc="nvidia.com/gpu per replica (GPU endpoints tolerate the GPU taint).", check=checks.between(0, 16)
@@ -102,7 +108,9 @@ class DeploymentAutoscalingSpec:
 @dataclass(frozen=True)
 class InferenceDeploymentSpec:
     name: str = setting(doc="Deployment, Service and HPA name.", check=checks.k8s_name)
-    image: str = setting(doc="Container image of the inference server (pin a tag or digest).")
+    image: str = setting(
+        doc="Container image of the inference server (pin a tag or digest).", check=formats.image_reference
+    )
     namespace: str = setting("models", doc="Namespace (created if missing).", check=checks.k8s_name)
     port: int = setting(8080, doc="Container port the Service exposes.", check=checks.between(1, 65535))
     args: tuple[str, ...] = setting((), doc="Container arguments.")
@@ -138,8 +146,10 @@ class KnativeSpec:
 
     def validate(self, path: str, problems: Problems) -> None:
         operator, serving = major_minor(self.operator_version), major_minor(self.serving_version)
-        if serving is None or not re.fullmatch(r"\d+\.\d+(\.\d+)?", self.serving_version):
-            problems.error(join_path(path, "servingVersion"), f'"{self.serving_version}" is not a version such as 1.21')
+        if serving is None or not re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", self.serving_version):
+            problems.error(
+                join_path(path, "servingVersion"), f"{show(self.serving_version)} is not a version such as 1.21"
+            )
         elif operator is not None and not (
             serving[0] == operator[0] and operator[1] - OPERATOR_SERVING_SPAN < serving[1] <= operator[1]
         ):

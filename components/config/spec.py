@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from . import checks
+from . import checks, formats
 from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
@@ -31,6 +31,12 @@ GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
 GPU_MODEL_LABEL = "mlcluster.io/gpu-model"
 GPU_COUNT_LABEL = "mlcluster.io/gpu-count"
 """GPUs in the node, so GPU inventory (Kueue quotas, the policy pack) can be read off the node labels."""
+
+
+def pinned_host_key(value: str | None) -> str | None:
+    """`TYPE BODY` of a configured host key, as the SSH client compares it (no scanned host, no comment)."""
+    parts = formats.split_host_key(value) if value else None
+    return " ".join(parts) if parts else value
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,9 @@ class ClusterSpec:
         " `organization/project/stack`) instead of `kubeconfig`; the two-stack split in docs/cloud.md.",
         check=checks.stack_reference,
     )
-    kubeconfig_output: str = setting("kubeconfig", doc="Name of that stack's kubeconfig output.")
+    kubeconfig_output: str = setting(
+        "kubeconfig", doc="Name of that stack's kubeconfig output.", check=formats.single_line
+    )
 
     @property
     def defaults(self) -> ClusterDefaults:
@@ -94,13 +102,17 @@ class ClusterSpec:
 class BastionSpec:
     host: str = setting(doc="Bastion (jump host) address.", check=checks.host)
     port: int = setting(22, doc="Bastion SSH port.", check=checks.between(1, 65535))
-    user: str | None = setting(None, doc="Bastion user (default: ssh.user).")
-    host_key: str | None = setting(None, doc="Pinned SSH host key of the bastion.", check=checks.ssh_public_key)
+    user: str | None = setting(None, doc="Bastion user (default: ssh.user).", check=formats.user_name)
+    host_key: str | None = setting(None, doc="Pinned SSH host key of the bastion.", check=formats.ssh_host_key)
+
+    @property
+    def pinned_host_key(self) -> str | None:
+        return pinned_host_key(self.host_key)
 
 
 @dataclass(frozen=True)
 class SshSpec:
-    user: str = setting("root", doc="SSH user; a non-root user needs passwordless sudo.")
+    user: str = setting("root", doc="SSH user; a non-root user needs passwordless sudo.", check=formats.user_name)
     port: int = setting(22, doc="SSH port.", check=checks.between(1, 65535))
     private_key: Secret | None = setting(
         None,
@@ -124,7 +136,7 @@ class GpuSpec:
     count: int = setting(doc="GPUs in the node.", check=checks.between(1, 16))
     model: str = setting(
         doc="GPU model name as Kueue flavors use it, e.g. H100-SXM-80GB.",
-        check=lambda v: None if v and " " not in v else "must be a non-empty name without spaces",
+        check=checks.gpu_model,
     )
     mig_config: str | None = setting(
         None,
@@ -145,9 +157,11 @@ class NodeSpec:
     host: str = setting(doc="IP address or DNS name reached over SSH.", check=checks.host)
     roles: tuple[Role, ...] = setting(doc="`control-plane` and/or `worker`.")
     host_key: str | None = setting(
-        None, doc="Pinned SSH host key (`ssh-keyscan -t ed25519 HOST`).", check=checks.ssh_public_key
+        None,
+        doc="Pinned SSH host key (`ssh-keyscan -t ed25519 HOST`; a pasted `HOST ssh-ed25519 AAAA…` line is fine).",
+        check=formats.ssh_host_key,
     )
-    user: str | None = setting(None, doc="SSH user for this node (default ssh.user).")
+    user: str | None = setting(None, doc="SSH user for this node (default ssh.user).", check=formats.user_name)
     port: int | None = setting(None, doc="SSH port for this node (default ssh.port).", check=checks.between(1, 65535))
     labels: Mapping[str, str] = setting(default_factory=dict, doc="Node labels.", check=checks.labels)
     taints: tuple[str, ...] = setting((), doc="Node taints, key=value:Effect.", check=checks.each(checks.taint))
@@ -161,7 +175,20 @@ class NodeSpec:
     def is_control_plane(self) -> bool:
         return "control-plane" in self.roles
 
+    @property
+    def pinned_host_key(self) -> str | None:
+        return pinned_host_key(self.host_key)
+
     def validate(self, path: str, problems: Problems) -> None:
+        scanned = self.host_key.split()[0] if self.host_key else ""
+        if self.host_key and scanned not in formats.SSH_KEY_TYPES:
+            # A pasted ssh-keyscan line starts with the host it scanned ([host]:port for another port).
+            names = {formats.dns_key(n.strip("[]").rsplit("]:", 1)[0]) for n in scanned.split(",")}
+            if formats.dns_key(self.host) not in names:
+                problems.error(
+                    join_path(path, "hostKey"),
+                    f"was scanned from {scanned!r}, not from this node's host {self.host!r}: scan the right host",
+                )
         if not self.roles:
             problems.error(join_path(path, "roles"), "must name at least one role (control-plane, worker)")
         if len(set(self.roles)) != len(self.roles):
@@ -265,10 +292,12 @@ class Spec:
         for i, node in enumerate(self.nodes):
             for attr, seen in (("name", seen_names), ("host", seen_hosts)):
                 value = getattr(node, attr)
-                if value in seen:
-                    problems.error(f"nodes[{i}].{attr}", f'"{value}" is already used by nodes[{seen[value]}]')
+                # Host names differing only in case or a trailing dot are one host.
+                key = formats.dns_key(value)
+                if key in seen:
+                    problems.error(f"nodes[{i}].{attr}", f'"{value}" is already used by nodes[{seen[key]}]')
                 else:
-                    seen[value] = i
+                    seen[key] = i
             if node.host_key is None and not self.ssh.insecure_ignore_host_keys:
                 problems.error(
                     f"nodes[{i}].hostKey",

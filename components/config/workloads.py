@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import checks
+from . import checks, formats
 from .schema import Problems, join_path, setting
 from .training import TRAINER_MIN_KUBERNETES
 
@@ -51,7 +51,7 @@ TRAINING_COMMAND = (
 class TrainingWorkloadSpec:
     enabled: bool = setting(False, doc="Run the training workload (a batch Job; TrainJob/PyTorchJob below).")
     name: str = setting("pytorch-train", doc="Name of the Job, TrainJob and PyTorchJob.", check=checks.k8s_name)
-    image: str = setting(TRAINING_IMAGE, doc="Training image.")
+    image: str = setting(TRAINING_IMAGE, doc="Training image.", check=formats.image_reference)
     command: tuple[str, ...] = setting(
         (), doc="Training command (default: a small PyTorch run that checkpoints each epoch and resumes)."
     )

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..config.load import read_stack_file, spec_from_values
+from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
 from ..config.spec import Spec
 from ..render.kubelet_placement import spec_warnings
@@ -38,13 +38,23 @@ def _values(config: dict[str, str]) -> dict[str, object]:
     return out
 
 
-def spec_or_report(path: Path, config: dict[str, str], secret_keys: list[str]) -> Spec | None:
-    """The stack file's Spec, or None after printing the validation report to stderr."""
+def spec_or_report(path: Path) -> tuple[StackFile, Spec] | None:
+    """The stack file and its Spec, or None after printing why the file or its config is invalid to stderr."""
+    if not path.is_file():
+        print(f"error: stack file {path} not found", file=sys.stderr)
+        return None
     try:
-        return spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
+        stack = read_stack_document(path)
+        spec = spec_from_values(
+            _values(stack.config), lambda key: f"{NAMESPACE}:{key}" in stack.secret_keys, stack.is_secret_path
+        )
+    except StackFileError as error:
+        print(error.report(), file=sys.stderr)
+        return None
     except ConfigError as error:
         print(f"{path}: {error.report()}", file=sys.stderr)
         return None
+    return stack, spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,9 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    if not path.is_file():
-        print(f"error: stack file {path} not found", file=sys.stderr)
-        return 2
     stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     out = args.out or PROJECT_ROOT / "build" / stack
 
@@ -70,14 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     earlier = load_plan(args.compare) if args.compare is not None else None
 
     started = time.perf_counter()
-    config, secret_keys = read_stack_file(path)
-    spec = spec_or_report(path, config, secret_keys)
-    if spec is None:
+    read = spec_or_report(path)
+    if read is None:
         return 2
+    stack_file, spec = read
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
     for warning in spec_warnings(spec):
         print(f"warning: mlcluster:{warning.path}: {warning.message}", file=sys.stderr)
-    run = run_program(config, secret_keys, stack=stack)
+    run = run_program(stack_file.config, stack_file.secret_keys, stack=stack)
     text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
     elapsed = time.perf_counter() - started
     print(text)

@@ -197,9 +197,7 @@ def report(outcomes: Mapping[str, Outcome]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..config.load import read_stack_file, spec_from_values
-    from ..config.schema import NAMESPACE, ConfigError
-    from .__main__ import _values
+    from .__main__ import spec_or_report
 
     parser = argparse.ArgumentParser(prog="python -m components.plan.policies", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -209,12 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
     stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    config, secret_keys = read_stack_file(path)
-    try:
-        spec_from_values(_values(config), lambda key: f"{NAMESPACE}:{key}" in secret_keys)
-    except ConfigError as error:
-        print(f"{path}: {error.report()}", file=sys.stderr)
+    read = spec_or_report(path)
+    if read is None:
         return 2
+    config, secret_keys = read[0].config, read[0].secret_keys
     pack_config = json.loads(args.config.read_text()) if args.config else {}
     resources = program_resources(config, secret_keys, stack=stack)
     outcomes: dict[str, Outcome] = {}

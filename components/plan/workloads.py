@@ -14,7 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config.load import read_stack_file
 from ..render import yaml_text
 from ..render.workloads import workload_manifests, workloads_namespace
 from .__main__ import spec_or_report
@@ -28,9 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--stack-file", type=Path, help="any stack file")
     args = parser.parse_args(argv)
     path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    spec = spec_or_report(path, *read_stack_file(path))
-    if spec is None:
+    read = spec_or_report(path)
+    if read is None:
         return 2
+    spec = read[1]
     documents = workload_manifests(spec)
     if documents and spec.workloads.create_namespace:
         documents.insert(0, workloads_namespace(spec))

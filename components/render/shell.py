@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from ..config.schema import Secret
+from ..config.schema import HEREDOC_DELIMITER, Secret
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
-_DELIMITER = "MLCLUSTER_STEP_SCRIPT"
+_DELIMITER = HEREDOC_DELIMITER
 _HEAD = "#!/usr/bin/env bash\nset -euo pipefail\n"
 
 

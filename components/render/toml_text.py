@@ -7,11 +7,19 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def string(value: str) -> str:
+    """A TOML basic string holding exactly `value`.
+
+    JSON's escapes are TOML's, except that JSON writes astral characters as surrogate pairs (invalid in
+    TOML) and leaves DEL raw (TOML requires it escaped): write UTF-8 and escape DEL."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key)
+    return key if _BARE_KEY.fullmatch(key) else string(key)
 
 
 def _value(value: Any) -> str:
@@ -20,7 +28,7 @@ def _value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return string(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as a TOML value")

@@ -16,6 +16,12 @@ fi
 
 device=$IMAGE_DISK_DEVICE
 mount_point=$IMAGE_DISK_MOUNT
+# The mount point becomes one fstab field and one systemd directive value below, whoever rendered this step.
+case $mount_point in
+  /*[[:space:][:cntrl:]%\\\"\']*|*/../*|*/..|*/./*|*//*) die "mount point ${mount_point@Q} is not a plain absolute path" ;;
+  /*) ;;
+  *) die "mount point ${mount_point@Q} is not an absolute path" ;;
+esac
 [ -b "$device" ] || die "$device is not a block device"
 elsewhere=$(findmnt -rn -S "$device" -o TARGET 2>/dev/null | grep -vxF "$mount_point" || true)
 [ -z "$elsewhere" ] || die "$device is mounted on $elsewhere: it is not a spare disk for images"

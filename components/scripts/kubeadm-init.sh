@@ -4,6 +4,8 @@ set -euo pipefail
 : "${KUBEADM_CONFIG:?}" "${UPLOAD_CERTS:?}"
 config=/etc/kubernetes/mlcluster/kubeadm-init.yaml
 log=/var/log/mlcluster/kubeadm-init.log
+# shellcheck disable=SC2086 # word lists of ports
+firewall_open $CONTROL_PLANE_PORTS $CALICO_PORTS
 if [ -f /etc/kubernetes/admin.conf ]; then
   ok "control plane already initialised"
   if write_if_changed "$config" "$KUBEADM_CONFIG" 0600; then

@@ -2,6 +2,13 @@
 # Step: `kubeadm join` from the rendered JoinConfiguration; the token (and certificate key) arrive on stdin.
 set -euo pipefail
 : "${JOIN_CONFIG:?}" "${NODE_NAME:?}"
+# A control plane joins with a controlPlane section (and a certificate key); it serves the control-plane ports.
+ports=$WORKER_PORTS
+if grep -q '^controlPlane:' <<<"$JOIN_CONFIG"; then
+  ports="$CONTROL_PLANE_PORTS $WORKER_PORTS"
+fi
+# shellcheck disable=SC2086 # word lists of ports
+firewall_open $ports $CALICO_PORTS
 if [ -f /etc/kubernetes/kubelet.conf ]; then
   ok "$NODE_NAME already joined"
   exit 0
@@ -12,9 +19,10 @@ IFS= read -r certificate_key || true
 if [ -z "$token" ] || [ -z "$ca_hash" ]; then
   die "no join token on stdin: the cluster already has a Node $NODE_NAME but this host has no kubelet.conf (was it reset?); delete the stale Node (kubectl delete node $NODE_NAME) and run again"
 fi
-config=${JOIN_CONFIG//__MLCLUSTER_JOIN_TOKEN__/$token}
-config=${config//__MLCLUSTER_CA_CERT_HASH__/$ca_hash}
-config=${config//__MLCLUSTER_CERTIFICATE_KEY__/$certificate_key}
+# Quoted replacements: bash >= 5.2 reads an unquoted & as the matched placeholder.
+config=${JOIN_CONFIG//__MLCLUSTER_JOIN_TOKEN__/"$token"}
+config=${config//__MLCLUSTER_CA_CERT_HASH__/"$ca_hash"}
+config=${config//__MLCLUSTER_CERTIFICATE_KEY__/"$certificate_key"}
 file=/etc/kubernetes/mlcluster/kubeadm-join.yaml
 log=/var/log/mlcluster/kubeadm-join.log
 mkdir -p "$(dirname "$log")"

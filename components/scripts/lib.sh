@@ -96,3 +96,70 @@ service_enable_now() {
     changed "$1 enabled and started"
   fi
 }
+
+# Ports a node serves, per role (kubernetes.io/docs/reference/networking/ports-and-protocols) and for Calico's
+# VXLANCrossSubnet pools: BGP, VXLAN, Typha (docs.tigera.io/calico/latest/getting-started/kubernetes/requirements).
+# shellcheck disable=SC2034 # read by the kubeadm steps
+CONTROL_PLANE_PORTS="6443/tcp 2379-2380/tcp 10250/tcp 10257/tcp 10259/tcp"
+# shellcheck disable=SC2034
+WORKER_PORTS="10250/tcp 10256/tcp 30000-32767/tcp"
+# shellcheck disable=SC2034
+CALICO_PORTS="179/tcp 4789/udp 5473/tcp"
+
+# Which host firewall is filtering: firewalld (RHEL-family default), ufw (Ubuntu), or none.
+firewall_in_use() {
+  if [ "$(firewall-cmd --state 2>/dev/null || true)" = running ]; then
+    printf firewalld
+  elif ufw status 2>/dev/null | grep -qx 'Status: active'; then
+    printf ufw
+  else
+    printf none
+  fi
+}
+
+# Opens each PORT/PROTO (a range as FIRST-LAST) in the active firewall, permanently; a firewall that is
+# not running is left alone (nothing filters, and enabling it later is the admin's call).
+firewall_open() {
+  local firewall port rule opened=()
+  firewall=$(firewall_in_use)
+  case $firewall in
+    firewalld)
+      # Permanent (survives a reboot) and runtime (what filters now) are separate sets in firewalld.
+      for port in "$@"; do
+        if ! firewall-cmd --permanent --query-port="$port" >/dev/null 2>&1; then
+          firewall-cmd --permanent --add-port="$port" >/dev/null
+          opened+=("$port")
+        elif ! firewall-cmd --query-port="$port" >/dev/null 2>&1; then
+          opened+=("$port")
+        fi
+      done
+      if [ "${#opened[@]}" -gt 0 ]; then
+        firewall-cmd --reload >/dev/null
+      fi
+      ;;
+    ufw)
+      for port in "$@"; do
+        rule=${port/-/:}
+        if ! ufw show added | grep -qxF "ufw allow $rule"; then
+          ufw allow "$rule" >/dev/null
+          opened+=("$port")
+        fi
+      done
+      ;;
+    none)
+      ok "no active host firewall (firewalld, ufw): nothing to open"
+      return 0
+      ;;
+  esac
+  if [ "${#opened[@]}" -gt 0 ]; then
+    changed "$firewall opens ${opened[*]}"
+  else
+    ok "$firewall opens $*"
+  fi
+}
+
+# SELinux stance: mlcluster never changes the mode. Enforcing and permissive both work (containerd.io requires
+# container-selinux, the policy that labels containers); the mode is reported so a denial can be traced.
+selinux_mode() {
+  getenforce 2>/dev/null || printf 'Disabled'
+}

@@ -19,7 +19,8 @@ for index in "${!registries[@]}"; do
   mode=0644
   if [[ $content == *"$AUTHORIZATION_PLACEHOLDER"* ]]; then
     [ -n "${authorization[$registry]:-}" ] || die "no authorization for $registry on stdin"
-    content=${content//"$AUTHORIZATION_PLACEHOLDER"/${authorization[$registry]}}
+    # Quoted replacement: bash >= 5.2 (patsub_replacement) reads an unquoted & as the matched placeholder.
+    content=${content//"$AUTHORIZATION_PLACEHOLDER"/"${authorization[$registry]}"}
     mode=0600
   fi
   mkdir -p "$dir"

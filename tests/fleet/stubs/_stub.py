@@ -95,6 +95,19 @@ def _locked_json(path: Path) -> Iterator[dict[str, Any]]:
         tmp.replace(path)
 
 
+def blocking_firewall(state_dir: Path, port: str) -> str | None:
+    """The firewall of the host whose stub state is `state_dir` that drops connections to `port`, if any
+    (firewalld answers them with icmp-host-prohibited: "no route to host")."""
+    settings = json.loads((state_dir / "settings.json").read_text())
+    db_file = state_dir / "db.json"
+    state = json.loads(db_file.read_text()) if db_file.exists() else {}
+    if settings.get("firewalld") == "running" and port not in state.get("firewalld", {}).get("runtime", []):
+        return "firewalld"
+    if settings.get("ufw") == "active" and port not in state.get("ufw", {}).get("rules", []):
+        return "ufw"
+    return None
+
+
 STUB_FILES = {
     "kubeadm": "kubeadm.py",
     "kubectl": "kubectl.py",
@@ -117,6 +130,9 @@ STUB_FILES = {
     "mkfs.ext4": "disk.py",
     "mount": "disk.py",
     "mountpoint": "disk.py",
+    "firewall-cmd": "security.py",
+    "ufw": "security.py",
+    "getenforce": "security.py",
 }
 OS_TOOLS = (
     "systemctl",
@@ -137,6 +153,9 @@ OS_TOOLS = (
     "mkfs.ext4",
     "mount",
     "mountpoint",
+    "firewall-cmd",
+    "ufw",
+    "getenforce",
 )
 """On every host's PATH from the start (the other stubs appear when their package is installed)."""
 

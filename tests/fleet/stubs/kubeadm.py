@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonschema
 import yaml
-from _stub import Host, fail, main, sha256
+from _stub import Host, blocking_firewall, fail, main, sha256
 
 SCHEMAS = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "upstream" / "config-schemas"
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
@@ -223,6 +223,7 @@ def init(host: Host, argv: list[str]) -> int:
             tokens={token: time.time() + 86400},
             certificateKey=None,
             nodes={},
+            apiServerState=str(host.state_dir),
         )
         cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host)
         upload = "--upload-certs" in argv
@@ -289,6 +290,14 @@ def join(host: Host, argv: list[str]) -> int:
             f"error execution phase preflight: couldn't validate the identity of the API Server: Get"
             f' "https://{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info": dial tcp:'
             " connect: connection refused"
+        )
+    with host.cluster(endpoint) as cluster:
+        api_server_state = Path(cluster["apiServerState"])
+    if blocking_firewall(api_server_state, "6443/tcp"):
+        raise fail(
+            "error execution phase preflight: couldn't validate the identity of the API Server: Get"
+            f' "https://{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info": dial tcp {endpoint}:'
+            " connect: no route to host"
         )
     registration = doc.get("nodeRegistration", {})
     name = registration.get("name", host.name)

@@ -1,0 +1,218 @@
+"""One guard per target format: a config value that lands in a file on a node or in a manifest is checked
+against the grammar of *that* file here, not only against the shell that carries it.
+
+Every guard is a check (None when fine, else what is wrong), so a refused value is reported at its key path.
+Shell quoting (`shlex.quote` in render/shell.py) keeps a value one word in the step script; these guards keep
+it one value in the file the script writes (a newline in a systemd drop-in starts a new directive, a space
+in an fstab line starts a new field). Encoders whose output is parsed back in the property tests
+(tests/test_formats.py) live next to them: TOML strings in render/toml_text.py, YAML in render/yaml_text.py.
+
+| target                           | guard or encoder                        |
+|----------------------------------|-----------------------------------------|
+| any single-line setting          | `single_line`                           |
+| systemd unit value (a path)      | `systemd_path`                          |
+| fstab field                      | `fstab_field`                           |
+| mount point (unit + fstab)       | `mount_path`                            |
+| Kubernetes label value           | `label_value`                           |
+| DNS name                         | `dns_name` (`dns_key`: its identity)    |
+| container image reference        | `image_reference`                       |
+| http(s) URL                      | `http_url`                              |
+| HTTP header value (secret)       | `header_value`                          |
+| storage URI (KServe)             | `storage_uri`                           |
+| Linux user name (SSH)            | `user_name`                             |
+| SSH public host key              | `ssh_host_key`                          |
+| TOML string (containerd)         | `render.toml_text.string`               |
+| YAML (manifests, kubelet, values)| `render.yaml_text.dump`                 |
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import struct
+from urllib.parse import urlsplit
+
+from .schema import Secret
+
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators (line breaks to YAML and editors).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+# Characters a systemd unit value reads specially: whitespace separates list items, `%` starts a specifier,
+# `\` an escape, quotes group words; a `;` or `#` at a line start begins a comment.
+_SYSTEMD_SPECIAL = re.compile(r"[\s%\\\"']")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_DNS_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)", re.IGNORECASE)
+# distribution/reference grammar (reference/regexp.go): [domain[:port]/]path[:tag][@digest].
+_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+# shadow-utils' NAME_REGEX (useradd) with the 32-character limit of utmp.
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,30}[a-z0-9_$-]?")
+_STORAGE_SCHEMES = ("s3", "gs", "hf", "pvc", "oci", "http", "https", "azure", "hdfs", "webhdfs")
+SSH_KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+
+
+def single_line(value: str) -> str | None:
+    """Any setting that ends up in a file or a command line: one line of printable text."""
+    found = _CONTROL.search(value)
+    if found:
+        return f"contains a control character ({found.group()!r}): newlines and tabs are not allowed here"
+    return None
+
+
+def systemd_path(value: str) -> str | None:
+    """A path written as the value of a systemd directive (RequiresMountsFor=, ...)."""
+    problem = single_line(value)
+    if problem:
+        return problem
+    if not value.startswith("/"):
+        return "is not an absolute path"
+    if _SYSTEMD_SPECIAL.search(value):
+        return "contains whitespace, %, \\ or a quote, which a systemd unit reads as syntax"
+    return None
+
+
+def fstab_field(value: str) -> str | None:
+    """One whitespace-separated field of an /etc/fstab line."""
+    problem = single_line(value)
+    if problem:
+        return problem
+    if not value or re.search(r"[\s\\]", value) or value.startswith("#"):
+        return "is empty or contains whitespace, \\ or a leading #, which /etc/fstab reads as syntax"
+    return None
+
+
+def mount_path(value: str) -> str | None:
+    """A mount point: written into /etc/fstab and a containerd unit drop-in, so it must fit both."""
+    problem = systemd_path(value) or fstab_field(value)
+    if problem:
+        return problem
+    if any(part in (".", "..") for part in value.split("/")) or "//" in value:
+        return "is not a normalised absolute path (no //, . or .. parts)"
+    return None
+
+
+def label_value(value: str) -> str | None:
+    """A Kubernetes label value (also a node-label value passed to kubelet --node-labels)."""
+    if not _LABEL_VALUE.fullmatch(value):
+        return (
+            "is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending"
+            " with a letter or digit)"
+        )
+    return None
+
+
+def dns_name(value: str) -> str | None:
+    labels = value[:-1].split(".") if value.endswith(".") else value.split(".")
+    # A dotted all-numeric name is a mistyped IPv4 address, not a DNS name.
+    if all(label.isdigit() for label in labels) or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        return "is not an IP address or DNS name"
+    if len(value.rstrip(".")) > 253:
+        return "is not an IP address or DNS name (longer than 253 characters)"
+    return None
+
+
+def dns_key(value: str) -> str:
+    """What identifies a host name: DNS is case-insensitive and `example.com.` is `example.com`."""
+    return value.lower().rstrip(".")
+
+
+def image_reference(value: str) -> str | None:
+    if len(value) > 255 or not _IMAGE.fullmatch(value):
+        return "is not an image reference such as nvcr.io/nvidia/pytorch:25.01-py3 (lowercase repository)"
+    return None
+
+
+def http_url(value: str) -> str | None:
+    problem = single_line(value)
+    if problem or re.search(r"\s", value):
+        return "is not an http(s) URL such as https://mirror.example.internal"
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return "is not an http(s) URL such as https://mirror.example.internal (bad host or port)"
+    if "?" in value or "#" in value:
+        return "is not an http(s) URL such as https://mirror.example.internal (no query or fragment)"
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        return "is not an http(s) URL such as https://mirror.example.internal (credentials belong in authorization)"
+    from .checks import is_ip
+
+    host = parts.hostname
+    if not (is_ip(host) or not dns_name(host)) or (port is not None and not 1 <= port <= 65535):
+        return "is not an http(s) URL such as https://mirror.example.internal (bad host or port)"
+    return None
+
+
+def header_value(value: Secret) -> str | None:
+    """An HTTP header value (a registry's Authorization): it travels as one `registry<TAB>value` stdin line
+    and is placed inside a TOML basic string on the node, where a quote or backslash would end or escape it."""
+    text = value.reveal()
+    if not text or single_line(text) or re.search(r'["\\]', text):
+        return (
+            "is not one HTTP header value such as 'Basic dXNlcjpwYXNz' (no control characters, quotes or backslashes)"
+        )
+    return None
+
+
+def storage_uri(value: str) -> str | None:
+    """A model location as KServe's storage initializer reads it: scheme://location."""
+    scheme, sep, rest = value.partition("://")
+    if single_line(value) or re.search(r"\s", value) or not sep or not rest or scheme not in _STORAGE_SCHEMES:
+        return (
+            "is not a storage URI such as s3://bucket/model, gs://bucket/model, hf://org/model or"
+            f" pvc://claim/path (schemes: {', '.join(_STORAGE_SCHEMES)})"
+        )
+    return None
+
+
+def user_name(value: str) -> str | None:
+    if not _USER.fullmatch(value):
+        return "is not a Linux user name (lowercase letters, digits, '_' and '-', starting with a letter or '_')"
+    return None
+
+
+def ssh_host_key(value: str) -> str | None:
+    """`TYPE BASE64 [comment]`, or a pasted ssh-keyscan line `HOST TYPE BASE64`: the blob must be a real key
+    blob of the stated type (its first field names the same type)."""
+    parts = split_host_key(value)
+    if parts is None:
+        return "is not an SSH public host key such as 'ssh-ed25519 AAAA…' (the output of ssh-keyscan -t ed25519 HOST)"
+    key_type, blob = parts
+    if key_type not in SSH_KEY_TYPES:
+        return f"has key type {key_type!r}; known: {', '.join(SSH_KEY_TYPES)}"
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return "has a key body that is not base64 (copy the whole ssh-keyscan line)"
+    if len(raw) < 4:
+        return "has a key body too short to be a key"
+    (length,) = struct.unpack(">I", raw[:4])
+    if raw[4 : 4 + length] != key_type.encode() or len(raw) <= 4 + length:
+        return f"has a key body that is not a {key_type} key (the body names another type or is truncated)"
+    if key_type == "ssh-ed25519" and len(raw) != 4 + length + 4 + 32:
+        return "has an ssh-ed25519 key body of the wrong length (a key is 32 bytes)"
+    return None
+
+
+def split_host_key(value: str) -> tuple[str, str] | None:
+    """(type, base64 body) of a host key, dropping a leading ssh-keyscan host field and a trailing comment."""
+    if single_line(value):
+        return None
+    parts = value.split()
+    if len(parts) >= 3 and parts[1] in SSH_KEY_TYPES and parts[0] not in SSH_KEY_TYPES:
+        parts = parts[1:]
+    if len(parts) < 2:
+        return None
+    return parts[0], parts[1]
