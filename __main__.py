@@ -9,13 +9,16 @@ import pulumi
 
 from components.cni import Cni
 from components.config.load import spec_from_pulumi
+from components.config.monitoring import fault_mode, monitoring_wanted
 from components.config.schema import ConfigError
 from components.existing_cluster import ExistingCluster
+from components.gpu_health import GpuHealth
 from components.gpu_operator import GpuOperator
 from components.gpu_preflight import GpuPreflight
 from components.image_logistics import ImageLogistics
 from components.kubeadm_cluster import KubeadmCluster
 from components.kueue import Kueue
+from components.monitoring import Monitoring
 from components.serving import Serving
 from components.storage import Storage
 from components.training import Training
@@ -44,18 +47,24 @@ if spec.images.spegel.enabled or spec.images.prepull:
     images = ImageLogistics(spec, provider, depends_on=base)
     pulumi.export("prepulledImages", images.planned)
 
-# 4. The ML platform.
+# 4. The ML platform: storage, then monitoring (its CRDs, ServiceMonitor and PrometheusRule, must exist before
+#    the charts that use them; Prometheus' volume needs the StorageClass), then the rest.
 platform: list[pulumi.Resource] = []
 if spec.storage.enabled:
     platform.append(Storage(spec, provider, depends_on=base))
+if monitoring_wanted(spec):
+    base = [*base, Monitoring(spec, provider, depends_on=[*base, *platform])]
+serving = Serving(spec, provider, depends_on=base) if spec.kserve.enabled else None
 if spec.gpu_operator.enabled:
     gpu_operator = GpuOperator(spec, provider, depends_on=base, preflight=gpu_preflight)
     platform.append(gpu_operator)
     pulumi.export("gpu", gpu_operator.report)
+    if fault_mode(spec) != "off":
+        # NVSentinel's webhooks take their certificates from cert-manager (installed with serving).
+        cert_manager = [serving.cert_manager] if serving is not None else []
+        GpuHealth(spec, provider, depends_on=[gpu_operator, *cert_manager])
 if spec.kueue.enabled:
     platform.append(Kueue(spec, provider, depends_on=base))
-if spec.kserve.enabled:
-    Serving(spec, provider, depends_on=base)
 if spec.kubeflow.enabled:
     platform += Training(spec, provider, depends_on=base).ready
 

@@ -42,7 +42,8 @@ class Serving(PlatformLayer):
         metrics = metrics_server_release(spec)
         metrics_api: list[pulumi.Resource] = [self.chart(metrics)] if metrics is not None else []
 
-        before_kserve: list[pulumi.Resource] = [self.chart(cert_manager_release(spec))]
+        self.cert_manager = self.chart(cert_manager_release(spec))
+        before_kserve: list[pulumi.Resource] = [self.cert_manager]
         operator = knative_operator_release(spec)
         if operator is not None:
             operator_release = self.chart(operator)

@@ -18,9 +18,17 @@ from components.config.scheduling import GPU_TAINT
 from components.config.spec import GPU_MODEL_LABEL
 from components.render.images import containerd_root
 from components.render.kueue import integrations
-from components.render.scheduling import CONTROLLER_KINDS, Node, placement, pod_spec, stack_nodes, tolerates
+from components.render.scheduling import (
+    CONTROLLER_KINDS,
+    OTHER_HOSTS_VARIANTS,
+    Node,
+    placement,
+    pod_spec,
+    stack_nodes,
+    tolerates,
+)
 
-from .helm_render import chart_path
+from .helm_render import FIXTURE_STANDS_IN, chart_path
 from .rendered_stack import VARIANTS, RenderedStack, chart_directory, rendered_stack
 from .upstream import UPSTREAM, custom_resource_errors, kubernetes_errors
 
@@ -122,6 +130,8 @@ def test_validation_rejects_an_unknown_field_and_a_bad_kind() -> None:
 def test_every_chart_version_is_written_as_published(variant: str) -> None:
     stack = rendered_stack(variant)
     for resource in (r.resource for r in stack.releases):
+        if (chart_directory(resource), resource.inputs["version"]) in FIXTURE_STANDS_IN:
+            continue  # no source of the pinned release to compare with (tests/helm_render.py says why)
         path = chart_path(chart_directory(resource), str(resource.inputs["version"]))
         published = str(yaml.safe_load((path / "Chart.yaml").read_text())["version"])
         assert resource.inputs["version"] == published, f"{resource.name}: {resource.inputs['version']} != {published}"
@@ -304,11 +314,22 @@ def controllers_table(stack: RenderedStack) -> dict[str, list[str]]:
     return placement([*objects, *manifests], stack_nodes(stack.spec))
 
 
+def without_a_node(table: dict[str, list[str]]) -> list[str]:
+    """Controllers no node can run, less a host variant whose sibling runs (OTHER_HOSTS_VARIANTS)."""
+    by_name = {key.rsplit("/", 1)[-1]: nodes for key, nodes in table.items()}
+
+    def expected_empty(key: str) -> bool:
+        sibling = OTHER_HOSTS_VARIANTS.get(key.rsplit("/", 1)[-1])
+        return sibling is not None and bool(by_name.get(sibling))
+
+    return [name for name, nodes in table.items() if not nodes and not expected_empty(name)]
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_controller_has_a_node(variant: str) -> None:
     table = controllers_table(rendered_stack(variant))
     assert len(table) > 10
-    assert [name for name, nodes in table.items() if not nodes] == []
+    assert without_a_node(table) == []
 
 
 def test_a_controller_without_its_toleration_has_no_node_on_an_all_gpu_cluster() -> None:
@@ -329,7 +350,7 @@ def test_scheduling_table_for_all_gpu_and_one_node(capsys: pytest.CaptureFixture
             print(f"\n{variant}:")
             for name, nodes in sorted(table.items()):
                 print(f"  {name} -> {', '.join(nodes) or 'NOWHERE'}")
-        assert all(table.values())
+        assert without_a_node(table) == []
 
 
 def test_placement_follows_taints_selectors_and_affinity() -> None:

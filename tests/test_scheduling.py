@@ -128,10 +128,14 @@ def test_gpus_held_by_endpoints_are_not_also_promised_to_teams() -> None:
     values, secret = copy.deepcopy(variants()["onprem"])
     held = [w for w in _warnings(values, secret) if "held outside Kueue" in w]
     assert held == [
-        "mlcluster:kueue.teams: nominal nvidia.com/gpu quotas promise 32 of the 32 GPUs, but 1 are held outside"
-        " Kueue (endpoint chat 1): admitted jobs may wait for 1 GPUs; lower the quotas by that much"
+        "mlcluster:kueue.teams: nominal nvidia.com/gpu quotas promise 32 of the 32 GPUs, but 2 are held outside"
+        " Kueue (deployment chat-tgi 1, endpoint chat 1): admitted jobs may wait for 2 GPUs; lower the quotas by"
+        " that much"
     ]
-    values["kueue"]["teams"][2]["quotas"][1]["nominal"]["nvidia.com/gpu"] = 3
+    nominal = values["kueue"]["teams"][2]["quotas"][1]["nominal"]
+    nominal["nvidia.com/gpu"] -= 1
+    assert [w for w in _warnings(values, secret) if "held outside Kueue" in w] != [], "one GPU short is still short"
+    nominal["nvidia.com/gpu"] -= 1
     assert [w for w in _warnings(values, secret) if "held outside Kueue" in w] == []
 
 
@@ -152,7 +156,7 @@ def test_a_control_plane_only_stack_without_the_platform_is_fine() -> None:
     node = values["nodes"][0]
     del node["gpu"]
     node["roles"] = ["control-plane"]
-    for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage"):
+    for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage", "monitoring"):
         values[layer] = {"enabled": False}
     values["workloads"] = {}
     values["images"]["prepull"] = []

@@ -190,6 +190,8 @@ def test_knative_mode_allows_scale_to_zero_and_says_what_it_costs() -> None:
 def test_custom_metric_and_missing_metrics_server_are_warned_about() -> None:
     values = serving_base()
     values["kserve"]["metricsServer"] = False
+    # Without monitoring nothing serves the custom metric (with it, prometheus-adapter does: test_monitoring.py).
+    values["monitoring"] = {"enabled": False}
     values["kserve"]["deployments"].append(
         {
             "name": "ranker",
@@ -202,7 +204,10 @@ def test_custom_metric_and_missing_metrics_server_are_warned_about() -> None:
     assert any(
         line.startswith("mlcluster:kserve.metricsServer: is false but HPAs scale on cpu/memory") for line in lines
     )
-    assert any(line.startswith("mlcluster:kserve.deployments[1].autoscaling.metric: pods metrics") for line in lines)
+    assert any(
+        line.startswith("mlcluster:kserve.deployments[1].autoscaling.metric: scales on queue, which a metrics adapter")
+        for line in lines
+    )
 
 
 def test_gpu_counts_are_not_checked_without_node_inventory() -> None:

@@ -14,6 +14,14 @@ PROJECT = Path(__file__).resolve().parents[1]
 UPSTREAM = PROJECT.parent / "shared" / "fixtures" / "upstream"
 
 
+class ManifestLoader(yaml.SafeLoader):
+    """PyYAML resolves a plain `=` to the YAML 1.1 "value" tag but has no constructor for it; the Prometheus
+    Operator CRDs have `- =` in an enum. Read it as the string it is."""
+
+
+ManifestLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+
+
 def require_upstream() -> Path:
     if not UPSTREAM.is_dir():
         raise AssertionError(f"upstream fixtures not found at {UPSTREAM}: the checkout needs ../shared beside it")
@@ -68,7 +76,7 @@ def unknown_value_keys(values: Any, upstream: Any, path: str = "") -> list[str]:
 
 @cache
 def _crd(path: str) -> dict[str, Any]:
-    return yaml.safe_load((require_upstream() / "crds" / path).read_text())
+    return yaml.load((require_upstream() / "crds" / path).read_text(), Loader=ManifestLoader)
 
 
 def crd_errors(document: dict[str, Any], crd_path: str) -> list[str]:

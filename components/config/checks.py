@@ -12,6 +12,8 @@ from .schema import Check
 
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _DURATION = re.compile(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", re.ASCII)
+_PROMETHEUS_DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+", re.ASCII)
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*", re.ASCII)
 _QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?|\d+(\.\d+)?%", re.ASCII)
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)", re.ASCII)
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII)
@@ -63,6 +65,18 @@ def k8s_name(value: str) -> str | None:
 def duration(value: str) -> str | None:
     if not _DURATION.fullmatch(value):
         return "is not a duration such as 30m, 1h30m or 90s"
+    return None
+
+
+def prometheus_duration(value: str) -> str | None:
+    if not _PROMETHEUS_DURATION.fullmatch(value):
+        return "is not a Prometheus duration such as 15d, 12h or 1w"
+    return None
+
+
+def prometheus_metric_name(value: str) -> str | None:
+    if not _METRIC_NAME.fullmatch(value):
+        return "is not a Prometheus metric name (letters, digits, _ and :, not starting with a digit)"
     return None
 
 

@@ -90,7 +90,8 @@ class DeploymentAutoscalingSpec:
     )
     metric_name: str | None = setting(
         None,
-        doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length.",
+        doc="Custom or external metric name (required for `pods` and `external`), e.g. queue_length: the"
+        " Prometheus series prometheus-adapter serves under the same name.",
         check=checks.metric_name,
     )
 
@@ -196,7 +197,9 @@ class KserveSpec:
         if self.deployment_mode == "Knative":
             problems.warn(join_path(path, "deploymentMode"), KNATIVE_COST)
         self._validate_endpoints(join_path(path, "endpoints"), problems)
-        self._validate_deployments(join_path(path, "deployments"), problems)
+        # Whether a metrics adapter serves deployments' pods/external metrics depends on monitoring
+        # (config/monitoring.py).
+        self._validate_workloads(join_path(path, "deployments"), self.deployments, problems)
 
     def _validate_endpoints(self, path: str, problems: Problems) -> None:
         self._validate_workloads(path, self.endpoints, problems)
@@ -249,18 +252,6 @@ class KserveSpec:
                 problems.error(
                     join_path(at, "minReplicas"),
                     f"({item.min_replicas}) must not exceed maxReplicas ({item.max_replicas})",
-                )
-
-    def _validate_deployments(self, path: str, problems: Problems) -> None:
-        self._validate_workloads(path, self.deployments, problems)
-        for i, deployment in enumerate(self.deployments):
-            at = join_path(path, i)
-            if deployment.autoscaling.metric in ("pods", "external"):
-                problems.warn(
-                    join_path(at, "autoscaling.metric"),
-                    f"{deployment.autoscaling.metric} metrics are served by a metrics adapter (e.g. prometheus-adapter"
-                    " or KEDA) that mlcluster does not install: the HPA reports no metric until one serves"
-                    f" {deployment.autoscaling.metric_name}",
                 )
 
 

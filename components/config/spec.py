@@ -17,6 +17,7 @@ from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
+from .monitoring import MonitoringSpec, validate_monitoring
 from .providers import ClusterDefaults, cluster_defaults
 from .scheduling import GPU_TAINT, validate_scheduling
 from .schema import Problems, Secret, join_path, setting
@@ -246,6 +247,9 @@ class Spec:
         default_factory=UpgradeSpec, doc="How a changed kubernetesVersion drains nodes (docs/cluster-care.md)."
     )
     etcd_snapshots: EtcdSnapshotSpec = setting(default_factory=EtcdSnapshotSpec, doc="Scheduled etcd snapshots.")
+    monitoring: MonitoringSpec = setting(
+        default_factory=MonitoringSpec, doc="Metrics, dashboards, alerts, custom-metric HPAs, GPU fault handling."
+    )
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -280,6 +284,7 @@ class Spec:
         if self.kueue.enabled:
             check_inventory(self, problems)
         validate_training(self, problems)
+        validate_monitoring(self, problems)
 
     def _validate_spegel(self, problems: Problems) -> None:
         # One Spegel DaemonSet reads one content path: every node's containerd root must be the same.

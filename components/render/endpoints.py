@@ -98,7 +98,7 @@ def inference_service(
     }
 
 
-def _labels(deployment: InferenceDeploymentSpec) -> dict[str, str]:
+def deployment_labels(deployment: InferenceDeploymentSpec) -> dict[str, str]:
     return {"app.kubernetes.io/name": deployment.name}
 
 
@@ -121,11 +121,11 @@ def inference_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(deployment.name, deployment.namespace, labels=_labels(deployment)),
+        "metadata": _metadata(deployment.name, deployment.namespace, labels=deployment_labels(deployment)),
         "spec": {
             "replicas": deployment.min_replicas,
-            "selector": {"matchLabels": _labels(deployment)},
-            "template": {"metadata": {"labels": _labels(deployment)}, "spec": pod_spec},
+            "selector": {"matchLabels": deployment_labels(deployment)},
+            "template": {"metadata": {"labels": deployment_labels(deployment)}, "spec": pod_spec},
         },
     }
 
@@ -137,7 +137,7 @@ def deployment_service(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
         "kind": "Service",
         "metadata": _metadata(deployment.name, deployment.namespace),
         "spec": {
-            "selector": _labels(deployment),
+            "selector": deployment_labels(deployment),
             "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
         },
     }

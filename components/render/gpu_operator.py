@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config.checks import parse_taint, toleration_of
+from ..config.monitoring import fault_mode
 from ..config.scheduling import CONTROL_PLANE_TAINT, platform_tolerations
 from ..config.spec import GPU_TAINT, NodeSpec, Spec
 from . import yaml_text
 from .helm import ChartRelease, tolerating
+from .monitoring import DCGM_METRICS_CONFIG, dcgm_counters_csv, dcgm_scraped
 from .shell import NodeStep, render_script
 
 NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
@@ -199,6 +201,19 @@ def gpu_taint_toleration() -> dict[str, str]:
     return {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
 
 
+def dcgm_exporter_values(spec: Spec) -> dict[str, Any]:
+    gpu = spec.gpu_operator
+    scraped = dcgm_scraped(spec)
+    values: dict[str, Any] = {
+        "enabled": gpu.dcgm_exporter,
+        "serviceMonitor": {"enabled": gpu.service_monitor or scraped},
+    }
+    if scraped:
+        # A counters list replaces the exporter's default one: the defaults plus what the fault alerts read.
+        values["config"] = {"name": DCGM_METRICS_CONFIG, "create": True, "data": dcgm_counters_csv()}
+    return values
+
+
 def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
     """Chart values; driver_enabled is a bool, or an Output of one when it waits on the preflight."""
     gpu = spec.gpu_operator
@@ -215,8 +230,11 @@ def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
             "env": [{"name": "RUNTIME_DROP_IN_CONFIG", "value": "/etc/containerd/conf.d/99-nvidia.toml"}],
         },
         "mig": {"strategy": gpu.mig_strategy},
-        "dcgmExporter": {"enabled": gpu.dcgm_exporter, "serviceMonitor": {"enabled": gpu.service_monitor}},
+        "dcgmExporter": dcgm_exporter_values(spec),
     }
+    if fault_mode(spec) != "off":
+        # NVSentinel's GPU health monitor reads a standalone DCGM hostengine (the nvidia-dcgm Service).
+        values["dcgm"] = {"enabled": True}
     if gpu.dra:
         # NVIDIA's DRA driver publishes the GPUs as ResourceSlices; the device plugin must not also advertise them.
         values["devicePlugin"] = {"enabled": False}

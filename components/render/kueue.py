@@ -11,6 +11,7 @@ from typing import Any
 from ..config import checks
 from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, QuotaSpec, TeamSpec
 from ..config.kueue_inventory import GpuFlavor, gpu_flavors
+from ..config.monitoring import monitoring_wanted
 from ..config.scheduling import node_taints, platform_tolerations
 from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, Spec
 from . import manifests, yaml_text
@@ -65,17 +66,24 @@ def manager_configuration(spec: Spec) -> dict[str, Any]:
     return configuration
 
 
+def kueue_values(spec: Spec) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "managerConfig": {"controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec))}
+    }
+    if monitoring_wanted(spec):
+        # The chart's ServiceMonitor, for the queue and quota metrics the Kueue dashboard and alerts read.
+        values["enablePrometheus"] = True
+        values["metrics"] = {"prometheusNamespace": spec.monitoring.namespace}
+    return values
+
+
 def kueue_release(spec: Spec) -> ChartRelease:
     return ChartRelease(
         name="kueue",
         chart="oci://registry.k8s.io/kueue/charts/kueue",
         version=spec.kueue.version,
         namespace=spec.kueue.namespace,
-        values=tolerating(
-            {"managerConfig": {"controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec))}},
-            ["controllerManager.tolerations"],
-            platform_tolerations(spec),
-        ),
+        values=tolerating(kueue_values(spec), ["controllerManager.tolerations"], platform_tolerations(spec)),
         upstream_chart="kueue",
     )
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import checks
+from ..config.monitoring import fault_mode
 from ..config.scheduling import BLOCKING_EFFECTS, GPU_TAINT, node_taints
 from ..config.spec import Spec
 from .kubeadm import node_labels
@@ -28,6 +29,21 @@ ADDED_ON_GPU_NODES = {
     "nvidia.com/gpu.present": "true",
 }
 """Labels Node Feature Discovery (PCI vendor 10de) and the GPU Operator put on GPU nodes once they run."""
+
+ADDED_BY_NVSENTINEL = {
+    "nvsentinel.dgxc.nvidia.com/dcgm.version": "4.x",
+    "nvsentinel.dgxc.nvidia.com/driver.installed": "true",
+    "nvsentinel.dgxc.nvidia.com/kata.enabled": "false",
+}
+"""Labels NVSentinel's labeler puts on GPU nodes (GPU fault handling on): the GPU Operator's DCGM is 4.x, its
+driver is installed, and mlcluster runs no Kata containers."""
+
+OTHER_HOSTS_VARIANTS = {
+    "gpu-health-monitor-dcgm-3.x": "gpu-health-monitor-dcgm-4.x",
+    "syslog-health-monitor-kata": "syslog-health-monitor-regular",
+}
+"""NVSentinel DaemonSets for hosts a stack does not have (DCGM 3.x, Kata containers) -> the sibling that runs on
+ours instead: a variant without a node is expected when its sibling has nodes."""
 
 CONTROLLER_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
 
@@ -49,6 +65,8 @@ def stack_nodes(spec: Spec) -> list[Node]:
                 labels[CONTROL_PLANE_LABEL] = ""
             if node.gpu is not None:
                 labels.update(ADDED_ON_GPU_NODES)
+                if fault_mode(spec) != "off":
+                    labels.update(ADDED_BY_NVSENTINEL)
             nodes.append(Node(node.name, labels, tuple(checks.parse_taint(t) for t in node_taints(spec, node))))
         return nodes
     defaults = spec.cluster.defaults

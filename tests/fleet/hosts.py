@@ -217,6 +217,7 @@ class Fleet:
             "ssh": ssh,
             "nodes": list(nodes),
             **{layer: {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage")},
+            "monitoring": {"enabled": False, "faultHandling": {"mode": "off"}},
         }
         for key, value in sections.items():
             values[key] = {**values[key], **value} if isinstance(values.get(key), dict) else value
