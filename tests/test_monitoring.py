@@ -19,6 +19,7 @@ import yaml
 
 from components.config.load import spec_and_warnings
 from components.config.monitoring import FaultMode, fault_mode, monitoring_wanted
+from components.config.schema import ConfigError
 from components.config.spec import Spec
 from components.render import monitoring
 from components.render.endpoints import horizontal_pod_autoscaler, inference_deployment
@@ -575,3 +576,15 @@ def test_fault_handling_needs_the_gpu_operator_and_monitoring_warns_without_a_st
     values["monitoring"] = {"enabled": False, "faultHandling": {"mode": "off"}}
     warnings = spec_and_warnings(values, lambda key: key == "ssh")[1]
     assert [w for w in warnings if str(w).startswith("mlcluster:monitoring.")] == []
+
+
+def test_quarantine_without_cert_manager_is_refused_and_the_default_falls_back_to_observe(onprem: Spec) -> None:
+    values, secret = stack_values("onprem")
+    values["kserve"] = {"enabled": False}
+    values["monitoring"].setdefault("faultHandling", {})["mode"] = "cordon"
+    with pytest.raises(ConfigError) as refused:
+        load_spec(values, secret)
+    assert "mlcluster:monitoring.faultHandling.mode: cordon needs cert-manager" in str(refused.value)
+    del values["monitoring"]["faultHandling"]["mode"]
+    assert fault_mode(load_spec(values, secret)) == "observe"
+    assert fault_mode(onprem) == "cordon"

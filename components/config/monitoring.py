@@ -84,7 +84,10 @@ def fault_mode(spec: Spec) -> FaultMode:
     mode = spec.monitoring.fault_handling.mode
     if mode is not None:
         return mode
-    return "cordon" if spec.cluster.mode == "kubeadm" and spec.gpu_operator.enabled else "off"
+    if spec.cluster.mode != "kubeadm" or not spec.gpu_operator.enabled:
+        return "off"
+    # Quarantine's datastore takes its certificates from cert-manager, which mlcluster installs with KServe.
+    return "cordon" if spec.kserve.enabled else "observe"
 
 
 def custom_metric_deployments(spec: Spec) -> list[InferenceDeploymentSpec]:
@@ -136,4 +139,10 @@ def validate_monitoring(spec: Spec, problems: Problems) -> None:
         problems.error(
             join_path(path, "faultHandling.mode"),
             f"{mode} reads GPU health from the GPU Operator's DCGM: set gpuOperator.enabled: true, or mode: off",
+        )
+    elif mode in ("cordon", "drain") and not spec.kserve.enabled:
+        problems.error(
+            join_path(path, "faultHandling.mode"),
+            f"{mode} needs cert-manager (NVSentinel's quarantine datastore takes its certificates from it), which"
+            " mlcluster installs with KServe: set kserve.enabled: true, or mode: observe",
         )
