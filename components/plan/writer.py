@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import itertools
 import json
+import os
 import re
 import shutil
 from collections import Counter, defaultdict
@@ -83,18 +84,26 @@ def run_order(resources: list[RecordedResource]) -> list[RecordedResource]:
     dependency depth first (a step after the ones it waits for), then name."""
     by_urn = {r.urn: r for r in resources}
     depth: dict[str, int] = {}
-
-    def depth_of(urn: str, seen: frozenset[str] = frozenset()) -> int:
-        if urn in depth:
-            return depth[urn]
-        resource = by_urn.get(urn)
-        if resource is None or urn in seen:
-            return 0
-        parents = [*resource.depends_on, *([resource.parent] if resource.parent in by_urn else [])]
-        depth[urn] = 1 + max((depth_of(p, seen | {urn}) for p in parents), default=0)
-        return depth[urn]
-
-    return sorted(resources, key=lambda r: (depth_of(r.urn), r.urn))
+    for start in by_urn:
+        # Iterative depth-first walk: a recursive one overflows Python's stack on a long batch chain, and
+        # copying a "seen" set per call made it quadratic.
+        pending: list[tuple[str, bool]] = [(start, False)]
+        on_path: set[str] = set()
+        while pending:
+            urn, children_done = pending.pop()
+            if urn in depth:
+                continue
+            resource = by_urn[urn]
+            parents = [p for p in (*resource.depends_on, resource.parent) if p in by_urn]
+            if children_done:
+                on_path.discard(urn)
+                # A cycle (the SDK refuses those) counts the edge back as depth 0.
+                depth[urn] = 1 + max((depth.get(p, 0) for p in parents), default=0)
+                continue
+            on_path.add(urn)
+            pending.append((urn, True))
+            pending.extend((p, False) for p in parents if p not in depth and p not in on_path)
+    return sorted(resources, key=lambda r: (depth[r.urn], r.urn))
 
 
 def plan_document(
@@ -140,10 +149,40 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+class _ContentFiles:
+    """Node scripts by content: a 1,000-node plan holds ~15,000 step files, mostly the same few texts. Each
+    distinct text is written once (under nodes/.by-content/) and every node's file is a hard link to it, so
+    the files read as before while the plan writes a fraction of the bytes."""
+
+    def __init__(self, root: Path) -> None:
+        self.store = str(root / ".by-content")
+        self.folders: set[str] = set()
+        self.written: set[str] = set()
+
+    def write(self, path: Path, text: str) -> None:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+        stored = f"{self.store}/{digest}.sh"
+        target = str(path)
+        for folder in (self.store, os.path.dirname(target)):
+            if folder not in self.folders:
+                os.makedirs(folder, exist_ok=True)
+                self.folders.add(folder)
+        if digest not in self.written:
+            with open(stored, "w", encoding="utf-8") as file:
+                file.write(text)
+            self.written.add(digest)
+        try:
+            os.link(stored, target)
+        except OSError:  # a file system without hard links
+            with open(target, "w", encoding="utf-8") as file:
+                file.write(text)
+
+
 def _node_scripts(ordered: list[RecordedResource], spec: Spec | None, out: Path) -> dict[str, list[str]]:
     """nodes/<node>/NN-<resource>.sh in run order (registration order within a host)."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     per_node: dict[str, list[str]] = defaultdict(list)
+    files = _ContentFiles(out / "nodes")
     for r in ordered:
         if r.type != COMMAND:
             continue
@@ -156,18 +195,23 @@ def _node_scripts(ordered: list[RecordedResource], spec: Spec | None, out: Path)
         parts = split_parts(script) if script else []
         # A merged command's steps each get their own file, as when they were one command each; the
         # library it installs first is components/scripts/lib.sh.
+        # The node's name is in the file's path, not its text: equal steps are equal files (one stored copy).
+        command_step = r.name.removeprefix(f"{node}-")
         for step, text in parts:
             index = len(per_node[node]) + 1
             name = f"{node}-{step}" if r.name.startswith(f"{node}-") else f"{r.name}-{step}"
-            header = f"#!/usr/bin/env bash\n# step {step} of {r.name} (one command; lib.sh sourced before it)\n"
-            _write(out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + text)
+            header = (
+                f"#!/usr/bin/env bash\n# step {step}: one part of the node's {command_step} command"
+                " (lib.sh sourced before it)\n"
+            )
+            files.write(out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + text)
             per_node[node].append(name)
         if parts:
             continue
-        _write(base.with_suffix(".sh"), script or f"{create}\n")
+        files.write(base.with_suffix(".sh"), script or f"{create}\n")
         delete = r.inputs.get("delete")
         if isinstance(delete, str):
-            _write(base.parent / f"{base.name}.on-delete.sh", script_of_command(delete) or f"{delete}\n")
+            files.write(base.parent / f"{base.name}.on-delete.sh", script_of_command(delete) or f"{delete}\n")
         per_node[node].append(r.name)
     return per_node
 
