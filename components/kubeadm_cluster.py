@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_command import remote
 
 from .cluster_care import ClusterCare
 from .config.spec import Spec
 from .control_plane import FirstControlPlane
 from .kubelet_restarts import KubeletRestarts
 from .node_command import step_command
-from .node_join import NodeJoin
+from .node_join import join_node
 from .node_prep import prepare_node
 from .render.kubeconfig import kubeconfig_reaching
 from .render.kubelet_placement import spec_warnings
@@ -45,7 +46,7 @@ class KubeadmCluster(pulumi.ComponentResource):
         control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)
 
         last_control_plane_join: pulumi.Resource = control_plane.init
-        joins: dict[str, NodeJoin] = {}
+        joins: dict[str, remote.Command] = {}
         credentials = control_plane.kubeconfig_step
         if other_control_planes:
             control_plane_credentials = step_command(
@@ -57,21 +58,21 @@ class KubeadmCluster(pulumi.ComponentResource):
                 depends_on=[control_plane.init],
             )
         for node in [*other_control_planes, *spec.workers]:
-            join = NodeJoin(
+            join = join_node(
                 spec,
                 node,
                 first,
+                parent=self,
                 prepared=prepared[node.name],
                 credentials=control_plane_credentials if node.is_control_plane else credentials,
                 join_after=[last_control_plane_join],
-                opts=child,
-            )
+            ).join
             joins[node.name] = join
             if node.is_control_plane:
-                last_control_plane_join = join.join
+                last_control_plane_join = join
 
         # Day-2 tuning changes restart containerd/kubelet batch by batch, once each node is in the cluster.
-        member = {first.name: control_plane.init, **{n: j.join for n, j in joins.items()}}
+        member = {first.name: control_plane.init, **joins}
         restarts = KubeletRestarts(spec, member, opts=child)
         # Upgrades and etcd snapshots; an upgrade starts once every join and day-2 restart is done.
         ClusterCare(spec, member, after=list(restarts.steps.values()), opts=child)
@@ -88,6 +89,6 @@ class KubeadmCluster(pulumi.ComponentResource):
             # Stable for the cluster's life: a kubeconfig that is unknown in a preview (its step changed)
             # then does not replace the provider and every resource on it (pulumi-kubernetes DiffConfig).
             cluster_identifier=cluster_identifier(spec),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[j.join for j in joins.values()]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(joins.values())),
         )
         self.register_outputs({"kubeconfig": self.kubeconfig})

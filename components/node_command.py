@@ -24,6 +24,7 @@ def step_command(
     protect: bool = False,
     ignore_changes: Sequence[str] = (),
     retain_on_delete: bool = False,
+    aliases: Sequence[pulumi.Input[str]] = (),
 ) -> remote.Command:
     user = ssh_user(spec, node)
     if stdin is None and step.stdin is not None:
@@ -51,5 +52,6 @@ def step_command(
             protect=protect,
             ignore_changes=list(ignore_changes),
             retain_on_delete=retain_on_delete,
+            aliases=list(aliases) or None,
         ),
     )

@@ -32,9 +32,12 @@ COMMAND = "command:remote:Command"
 # platform's fixed resources do not count): 3 control planes, one worker in four with 8 GPUs. Before the
 # merged prepare command a node cost 13.6 resources (11.5 custom), 154 KB of state and 40 dependency edges
 # at 100 nodes, 265 edges at 1,000 (every GPU label patch waited on every node's preflight).
-MAX_RESOURCES_PER_NODE = 7.5
+MAX_RESOURCES_PER_NODE = 6.5
 """6.3 with the merged prepare command; the upgrade steps (each node's kubelet upgrade, and its drain and
-uncordon on the first control plane, issue 16) add about one more per node. Issue 20's ~5 is not met."""
+uncordon on the first control plane, issue 16) added about one more per node (7.25); the per-node NodeJoin
+component went (its commands kept their URNs as aliases): 6.25. Every one is a command now: the preflight,
+the preparation, the join, its drain marker, the kubelet restart and the kubelet upgrade, and a GPU node's
+label patch. Issue 20's ~5 is not met."""
 MAX_CUSTOM_RESOURCES_PER_NODE = 6.5
 MAX_STATE_BYTES_PER_NODE = 115_000
 """85 KB when the merged command landed; the firewall ports, the worker's own join token, the input guards
@@ -211,3 +214,31 @@ def test_the_plans_cycle_check_answers_as_the_sdks_does() -> None:
         for sdk_node, our_node in zip(sdk_nodes, ours_nodes, strict=True):
             sdk_deps = {n.name for n in resource_cycle_breaker._deps(sdk_node)}
             assert {n.name for n in resource_cycle_breaker._deps(our_node)} == sdk_deps
+
+
+def test_a_stack_deployed_with_a_component_per_node_keeps_its_joins_and_drain_markers(run_stack) -> None:
+    """The per-node NodeJoin component is gone; its two commands carry their old URNs as aliases, so the
+    engine moves them instead of replacing them (a replaced join is `kubeadm reset`, a removed drain marker
+    drains the node). Negative: the same plan diffed without the aliases removes and adds every one."""
+    from components.plan.diff import diff_plans
+
+    run = run_stack("onprem")
+    document = plan_document(run.run, project="mlcluster", stack="onprem", spec=None)
+    cluster = "mlcluster:kubeadm_cluster:KubeadmCluster"
+    moved = [r for r in document["resources"] if r["name"].endswith(("-kubeadm-join", "-drain-on-removal"))]
+    assert len(moved) == 2 * 8
+    for resource in moved:
+        node = resource["name"].removesuffix("-kubeadm-join").removesuffix("-drain-on-removal")
+        assert resource["urn"].endswith(f"::{cluster}$command:remote:Command::{resource['name']}"), node
+        # The URN the engine recorded for it under the component (`<parent types>$<type>::<name>`).
+        assert resource["options"]["aliases"] == [
+            f"urn:pulumi:onprem::mlcluster::{cluster}$mlcluster:node_join:NodeJoin$command:remote:Command::"
+            f"{resource['name']}"
+        ]
+
+    # The plan of a stack deployed under the component: the same commands under their old URNs.
+    before = {**document, "resources": [{**r, "urn": r["options"]["aliases"][0]} for r in moved]}
+    assert diff_plans(before, {**document, "resources": moved}).empty
+    unaliased = [{**r, "options": {**r["options"], "aliases": []}} for r in moved]
+    diff = diff_plans(before, {**document, "resources": unaliased})
+    assert sorted(c.kind for c in diff.steps) == ["added"] * 16 + ["removed"] * 16

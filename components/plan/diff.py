@@ -192,7 +192,7 @@ def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange |
         old.get("connection"), new.get("connection")
     ):
         changed.add("connection")
-    options = key_changes(old["options"], new["options"], "options")
+    options = key_changes(_options(old), _options(new), "options")
     if not changed and not options:
         return None
     replace_on = ["triggers", *(new["options"].get("replaceOnChanges") or [])]
@@ -255,9 +255,30 @@ def _by_urn(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {resource_key(r["urn"]): _without_stack(r) for r in plan.get("resources", [])}
 
 
+def _options(resource: Mapping[str, Any]) -> dict[str, Any]:
+    """Options that decide what `up` does: aliases only say which recorded resource this one is."""
+    return {k: v for k, v in resource["options"].items() if k != "aliases"}
+
+
+def _as_recorded(before: Mapping[str, Any], after: dict[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """`after` keyed as the engine matches it to the state: a resource new under its URN but recorded under
+    one of its aliases is that recorded resource (moved, not replaced)."""
+    keyed: dict[str, Mapping[str, Any]] = {}
+    for key, resource in after.items():
+        matched = key
+        if key not in before:
+            # Already without stack and project (`urn:<type>::<name>`), as every URN in a keyed resource.
+            aliases = resource["options"].get("aliases") or []
+            recorded = [a.removeprefix("urn:") for a in aliases if isinstance(a, str)]
+            matched = next((alias for alias in recorded if alias in before), key)
+        keyed[matched] = resource
+    return keyed
+
+
 def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
     """Pure: two plan.json documents in, what changes per node step, release and other resource out."""
-    before, after = _by_urn(old), _by_urn(new)
+    before = _by_urn(old)
+    after = _as_recorded(before, _by_urn(new))
     steps: list[StepChange] = []
     releases: list[ReleaseChange] = []
     resources: list[ResourceChange] = []
@@ -284,7 +305,7 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
                 ResourceChange(f"{resource['type']}::{resource['name']}", "added" if was is None else "removed")
             )
         else:
-            keys = input_changes(was, now) + key_changes(was["options"], now["options"], "options")
+            keys = input_changes(was, now) + key_changes(_options(was), _options(now), "options")
             if keys:
                 resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", "changed", keys))
     outputs = key_changes(old.get("outputs") or {}, new.get("outputs") or {})

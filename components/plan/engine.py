@@ -30,6 +30,7 @@ from pulumi.runtime.stack import run_pulumi_func
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = PROJECT_ROOT / "__main__.py"
 SECRET = "[secret]"
+STACK_TYPE = "pulumi:pulumi:Stack"
 COMPUTED = "[computed]"
 
 
@@ -101,6 +102,8 @@ def _options(request: Any) -> dict[str, Any]:
         },
         "retainOnDelete": bool(request.retainOnDelete),
         "provider": request.provider or None,
+        # Earlier URNs of the resource, as the engine receives them (whole URNs, or specs it resolves).
+        "aliases": [alias.urn or json_format.MessageToDict(alias.spec) for alias in request.aliases],
     }
 
 
@@ -112,8 +115,19 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.recorded: list[RecordedResource] = []
         self._lock = threading.Lock()
 
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """URNs as the engine makes them: the parent's whole type chain, without the stack's own type.
+
+        (The SDK's mock keeps only the parent's last type, so an alias computed with `create_urn`, which
+        follows the engine's rule, would never match a recorded URN.)"""
+        if parent:
+            qualified = parent.split("::")[2]
+            if qualified != STACK_TYPE:
+                type_ = f"{qualified}${type_}"
+        return f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{type_}::{name}"
+
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
-        if request.type != "pulumi:pulumi:Stack":
+        if request.type != STACK_TYPE:
             urn = self.make_urn(request.parent, request.type, request.name)
             wire = json_format.MessageToDict(request.object)
             record = RecordedResource(

@@ -31,6 +31,8 @@ It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in 
   host-key algorithm allowed), ConnectTimeout = perDialTimeout, dialErrorLimit + 1 connection attempts,
   the bastion as a ProxyCommand with its own pin. Unlike pulumi-command it offers no SSH agent keys
   (the fleet has no agent) and the retry delays are ssh's own.
+- Aliases: a resource whose URN is not in the state but one of its `aliases` is, is that recorded resource
+  under a new URN (compared, updated or left alone as usual, never created or deleted for the move).
 - Every resource other than a Command echoes its inputs as outputs.
 """
 
@@ -419,6 +421,12 @@ class FleetEngine:
             return f"{args.name}-id", dict(args.inputs)
         inputs = reveal(dict(args.inputs))
         old = self.state.get(record.urn)
+        moved_from = None
+        if old is None:
+            # An alias names the resource's earlier URN: the recorded resource is this one, moved (its record
+            # moves when this step is recorded; a failed update leaves it where it was).
+            moved_from = next((a for a in self._aliases(record) if a in self.state), None)
+            old = self.state.get(moved_from) if moved_from else None
         if old is not None and record.options.get("ignoreChanges"):
             inputs = with_ignored_changes(inputs, old.inputs, record.options["ignoreChanges"])
         operation = self._operation(record, inputs, old, deployment)
@@ -428,6 +436,7 @@ class FleetEngine:
         if old is not None and operation == "same":
             if not deployment.preview:
                 with self._lock:
+                    self.state.pop(moved_from or "", None)
                     self.state[record.urn] = Stored(record, old.inputs, old.outputs)
             return f"{args.name}-id", old.outputs
         if stopped:
@@ -439,6 +448,7 @@ class FleetEngine:
             return f"{args.name}-id", outputs
         if record.type != COMMAND:
             with self._lock:
+                self.state.pop(moved_from or "", None)
                 self.state[record.urn] = Stored(record, inputs, dict(args.inputs))
             return f"{args.name}-id", dict(args.inputs)
 
@@ -461,6 +471,7 @@ class FleetEngine:
         with self._lock:
             if old is not None and operation == "replace" and not record.options.get("deleteBeforeReplace"):
                 self.state[record.urn + "#replaced"] = old
+            self.state.pop(moved_from or "", None)
             self.state[record.urn] = Stored(record, inputs, outputs)
         return f"{args.name}-id", outputs
 
@@ -530,7 +541,10 @@ class FleetEngine:
         # The run fails with the first step that failed, not with whatever the SDK surfaced last.
         error = deployment.first_error or error
         run = FleetRun(program=program_run, error=error, steps=deployment.steps, wall_seconds=0.0, preview=preview)
-        registered = {r.urn for r in monitors[0].recorded} if monitors else set()
+        recorded = monitors[0].recorded if monitors else []
+        # A resource that moved (its alias recorded, its new URN not yet) is not removed.
+        moved = {alias for r in recorded if r.urn not in self.state for alias in self._aliases(r)}
+        registered = {r.urn for r in recorded} | moved
         removed = {urn: stored for urn, stored in self.state.items() if urn not in registered}
         if preview:
             for stored in removed.values():
@@ -544,6 +558,10 @@ class FleetEngine:
         run.wall_seconds = time.monotonic() - started
         self.runs.append(run)
         return run
+
+    @staticmethod
+    def _aliases(record: RecordedResource) -> list[str]:
+        return [a for a in record.options.get("aliases") or [] if isinstance(a, str)]
 
     def _delete(self, stored: Stored, deployment: _Deployment) -> None:
         if stored.record.options.get("retainOnDelete"):

@@ -23,11 +23,20 @@ TOY = """
 import json
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi.resource import create_urn
 from pulumi_command import remote
 
 toy = json.loads(pulumi.Config("mlcluster").require("toy"))
 made = {}
+groups = {}
 for c in toy["commands"]:
+    parent = None
+    if "group" in c:
+        parent = groups.setdefault(c["group"], pulumi.ComponentResource("toy:index:Group", c["group"]))
+    aliases = None
+    if "wasInGroup" in c:
+        was = create_urn(c["wasInGroup"], "toy:index:Group")
+        aliases = [create_urn(c["name"], "command:remote:Command", parent=was)]
     stdin = made[c["stdinFrom"]].stdout if "stdinFrom" in c else c.get("stdin")
     made[c["name"]] = remote.Command(
         c["name"],
@@ -43,6 +52,8 @@ for c in toy["commands"]:
             replace_on_changes=c.get("replaceOn", []),
             delete_before_replace=c.get("deleteBeforeReplace", False),
             retain_on_delete=c.get("retainOnDelete", False),
+            parent=parent,
+            aliases=aliases,
         ),
     )
 if "provider" in toy:
@@ -184,6 +195,27 @@ def test_removed_resources_are_deleted_dependents_first_with_their_recorded_stdi
     run.raise_error()
     assert run.deleted == ["top", "base"]
     assert [(c[0], c[1]) for c in recorder.calls[2:]] == [("remove top", "top stdin"), ("remove base", "base stdin")]
+
+
+def test_an_alias_moves_the_recorded_resource_and_nothing_runs_or_is_deleted(toy) -> None:
+    _, recorder, up = toy()
+    grouped = {"name": "a", "create": "make a", "delete": "remove a", "group": "node"}
+    up([grouped]).raise_error()
+    moved = {"name": "a", "create": "make a", "delete": "remove a", "wasInGroup": "node"}
+    preview = up([moved], preview=True)
+    # Only the emptied component goes; the command it held stays what it was.
+    assert preview.operations == {"node": "delete", "a": "same"}
+    run = up([moved])
+    run.raise_error()
+    assert run.operations["a"] == "same" and run.deleted == ["node"] and recorder.commands() == ["make a"]
+    # The move is recorded: the next run finds it under its new URN.
+    assert up([moved]).operations["a"] == "same"
+    # Without the alias the moved resource is a new one, and the old one's delete runs.
+    _, recorder, up = toy()
+    up([grouped]).raise_error()
+    run = up([{k: v for k, v in moved.items() if k != "wasInGroup"}])
+    run.raise_error()
+    assert run.operations["a"] == "create" and recorder.commands() == ["make a", "make a", "remove a"]
 
 
 def test_retain_on_delete_set_on_an_unchanged_resource_is_recorded_and_skips_its_delete(toy) -> None:
