@@ -6,7 +6,9 @@ its URN, type, parent and dependencies, its inputs, and its outputs — which fo
 Kubernetes resources repeat every input (pulumi-command's outputs embed its inputs; stdout/stderr are not
 known before `up` and are left out, so real states are larger by what the steps print). The checkpoint
 model is a first `up` on a DIY backend, which rewrites the whole state file after every step: the sum over
-steps (in run order) of the state size at that step.
+steps (in run order) of the state size at that step. Secrets, which a plan shows as "[secret]", are counted at
+the size the engine stores them encrypted (`SECRET_PLAINTEXT_BYTES`): the connection of every command holds the
+SSH private key, and a worker's join holds the admin kubeconfig on stdin.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from components.plan.engine import SECRET
 
 from .stacks import generated_values, scaled_onprem_config
 
@@ -50,19 +54,42 @@ class PlanMeasure:
     cpu_seconds: float
 
 
+SECRET_PLAINTEXT_BYTES = {"connection": 650, "stdin": 5_600}
+"""What a plan shows as "[secret]" holds, in bytes, for the state model: a command's `connection` (host, port,
+user, the pinned host key and an ed25519 private key of ~410 bytes; an RSA key is ~3.2 KB more) and a step's
+`stdin` (for a worker's join, the admin kubeconfig with its embedded certificates and key: ~5.6 KB as kubeadm
+writes it). Any other secret counts as the connection's size."""
+_SECRET_ENVELOPE = '{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"v1::"}'
+
+
+def secret_bytes(plaintext: int) -> int:
+    """A secret as the engine stores it: the secret signature, and the value's JSON encrypted (a 12-byte
+    nonce and a 16-byte tag around it, each base64 encoded) — about 4/3 of the plaintext plus ~110 bytes."""
+    return len(_SECRET_ENVELOPE) + 4 * -(-12 // 3) + 4 * -(-(plaintext + 16) // 3)
+
+
+def _modelled(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """The inputs without their "[secret]" markers, and the bytes those secrets take encrypted."""
+    plain = {k: v for k, v in inputs.items() if v != SECRET}
+    default = SECRET_PLAINTEXT_BYTES["connection"]
+    hidden = sum(secret_bytes(SECRET_PLAINTEXT_BYTES.get(k, default)) for k in inputs if k not in plain)
+    return plain, hidden
+
+
 def stored_state(entry: Mapping[str, Any]) -> int:
     """Bytes one plan.json resource takes in a checkpoint (compact JSON, as the engine writes it)."""
     custom = entry["type"].split(":")[0] not in {"mlcluster", "pulumi"}
+    inputs, secrets = _modelled(entry["inputs"])
     record = {
         "urn": entry["urn"],
         "type": entry["type"],
         "parent": entry["parent"],
         "dependencies": entry["dependsOn"],
-        "inputs": entry["inputs"],
+        "inputs": inputs,
         # Components record only what they register as outputs; custom resources echo their inputs.
-        "outputs": entry["inputs"] if custom else {},
+        "outputs": inputs if custom else {},
     }
-    return len(json.dumps(record, separators=(",", ":")).encode())
+    return len(json.dumps(record, separators=(",", ":")).encode()) + secrets * (2 if custom else 1)
 
 
 def footprint(document: Mapping[str, Any], nodes: int) -> Footprint:

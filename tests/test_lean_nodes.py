@@ -39,9 +39,11 @@ component went (its commands kept their URNs as aliases): 6.25. Every one is a c
 the preparation, the join, its drain marker, the kubelet restart and the kubelet upgrade, and a GPU node's
 label patch. Issue 20's ~5 is not met."""
 MAX_CUSTOM_RESOURCES_PER_NODE = 6.5
-MAX_STATE_BYTES_PER_NODE = 115_000
+MAX_STATE_BYTES_PER_NODE = 140_000
 """85 KB when the merged command landed; the firewall ports, the worker's own join token, the input guards
-and the upgrade steps that landed beside it added script text (109 KB). Issue 20's ~10 KB is not met."""
+and the upgrade steps that landed beside it added script text (109 KB). Since the model counts secrets at
+their encrypted size (the SSH key in every command's connection, ~2 KB a command; the admin kubeconfig a
+worker's join reads on stdin, ~15 KB), 136 KB. Issue 20's ~10 KB is not met."""
 MAX_EDGES_PER_NODE = 16.0
 """9.8 with the merged command; layers that wait on the GPU Operator component wait on each GPU node's label
 patch inside it (the upgrade steps and the monitoring layers added such waits): 15.75 now."""
@@ -242,3 +244,18 @@ def test_a_stack_deployed_with_a_component_per_node_keeps_its_joins_and_drain_ma
     unaliased = [{**r, "options": {**r["options"], "aliases": []}} for r in moved]
     diff = diff_plans(before, {**document, "resources": unaliased})
     assert sorted(c.kind for c in diff.steps) == ["added"] * 16 + ["removed"] * 16
+
+
+def test_the_state_model_counts_secrets_at_their_encrypted_size() -> None:
+    """A plan shows "[secret]"; the engine stores the value encrypted, inputs and outputs alike."""
+    from benchmarks.footprint import SECRET_PLAINTEXT_BYTES, secret_bytes, stored_state
+
+    bare = {"inputs": {"create": "x"}, "dependsOn": [], "urn": "u", "type": COMMAND, "parent": "p"}
+    with_key = {**bare, "inputs": {"create": "x", "connection": "[secret]"}}
+    with_kubeconfig = {**bare, "inputs": {"create": "x", "connection": "[secret]", "stdin": "[secret]"}}
+    connection = stored_state(with_key) - stored_state(bare)
+    assert connection == 2 * secret_bytes(SECRET_PLAINTEXT_BYTES["connection"]) > 2 * 650
+    assert stored_state(with_kubeconfig) - stored_state(with_key) == 2 * secret_bytes(5_600) > 2 * 5_600
+    # A component records no outputs: its secrets count once.
+    component = {**with_key, "type": "mlcluster:x:Y"}
+    assert stored_state(component) - stored_state({**bare, "type": "mlcluster:x:Y"}) == connection // 2
