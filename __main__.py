@@ -19,6 +19,7 @@ from components.image_logistics import ImageLogistics
 from components.kubeadm_cluster import KubeadmCluster
 from components.kueue import Kueue
 from components.monitoring import Monitoring
+from components.render.gpu_operator import preflight_runs
 from components.serving import Serving
 from components.storage import Storage
 from components.training import Training
@@ -31,10 +32,10 @@ except ConfigError as error:
     raise pulumi.RunError(error.report()) from None
 
 # 0. Read-only GPU preflight on every node; what it finds decides the GPU Operator's driver mode.
-gpu_preflight = GpuPreflight(spec) if spec.cluster.mode == "kubeadm" and spec.gpu_operator.enabled else None
+gpu_preflight = GpuPreflight(spec) if preflight_runs(spec) else None
 
 # 1. A cluster: bootstrapped over SSH with kubeadm, or one that already exists.
-cluster = KubeadmCluster(spec) if spec.cluster.mode == "kubeadm" else ExistingCluster(spec)
+cluster = KubeadmCluster(spec, preflight=gpu_preflight) if spec.cluster.mode == "kubeadm" else ExistingCluster(spec)
 provider = cluster.provider
 
 # 2. Networking, so nodes become Ready (kubeadm clusters only; managed clusters bring their own).

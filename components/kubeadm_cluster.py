@@ -17,6 +17,7 @@ from pulumi_command import remote
 from .cluster_care import ClusterCare
 from .config.spec import Spec
 from .control_plane import FirstControlPlane
+from .gpu_preflight import GpuPreflight
 from .kubelet_restarts import KubeletRestarts
 from .node_command import step_command
 from .node_join import join_node
@@ -35,12 +36,20 @@ class KubeadmCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
-    def __init__(self, spec: Spec, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, spec: Spec, preflight: GpuPreflight | None = None, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        """`preflight`: the GPU preflight, each node's first command (it installs the script library its
+        preparation sources)."""
         super().__init__("mlcluster:kubeadm_cluster:KubeadmCluster", spec.cluster.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         for warning in spec_warnings(spec):
             pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
-        prepared = {node.name: prepare_node(spec, node, self) for node in spec.nodes}
+        first_steps = preflight.commands if preflight is not None else {}
+        prepared = {
+            node.name: prepare_node(spec, node, self, after=[first_steps[node.name]] if first_steps else [])
+            for node in spec.nodes
+        }
 
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)

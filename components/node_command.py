@@ -34,7 +34,8 @@ def step_command(
     def command(script: str | None, tag: str) -> str | None:
         if not script:
             return None
-        return remote_command(script if step.embeds_lib or step.standalone else with_installed_lib(script), user, tag)
+        as_rendered = step.embeds_lib or step.standalone or step.sources_lib
+        return remote_command(script if as_rendered else with_installed_lib(script), user, tag)
 
     return remote.Command(
         resource_name,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 from pulumi_command import remote
 
@@ -10,7 +12,12 @@ from .node_command import step_command
 from .render.node_steps import PREPARE_STEP, prepare_step
 
 
-def prepare_node(spec: Spec, node: NodeSpec, parent: pulumi.Resource) -> remote.Command:
+def prepare_node(
+    spec: Spec, node: NodeSpec, parent: pulumi.Resource, after: Sequence[pulumi.Resource] = ()
+) -> remote.Command:
     """What must wait for the node waits for this. The steps always run together, so a component and a
-    resource per step would only add state and dependency edges (13 resources a node, before)."""
-    return step_command(f"{node.name}-{PREPARE_STEP}", spec, node, prepare_step(spec, node), parent=parent)
+    resource per step would only add state and dependency edges (13 resources a node, before). `after`: the
+    node's earlier command that installed the script library, when there is one."""
+    return step_command(
+        f"{node.name}-{PREPARE_STEP}", spec, node, prepare_step(spec, node), parent=parent, depends_on=after
+    )

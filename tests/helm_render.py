@@ -69,8 +69,6 @@ def _loaded(path: Path) -> helm_python.Chart:
     return helm_python.Chart.load(path)
 
 
-
-
 def split_manifests(text: str) -> Iterator[dict[str, Any]]:
     """Helm's split rule, then YAML; empty documents dropped, `*List` kinds expanded into their items."""
     for chunk in _SEPARATOR.split(text):

@@ -24,7 +24,7 @@ from components.render.shell import (
     with_installed_lib,
 )
 
-from .conftest import load_spec
+from .conftest import load_spec, stack_values
 
 COMMAND = "command:remote:Command"
 
@@ -44,9 +44,10 @@ MAX_STATE_BYTES_PER_NODE = 140_000
 and the upgrade steps that landed beside it added script text (109 KB). Since the model counts secrets at
 their encrypted size (the SSH key in every command's connection, ~2 KB a command; the admin kubeconfig a
 worker's join reads on stdin, ~15 KB), 136 KB. Issue 20's ~10 KB is not met."""
-MAX_EDGES_PER_NODE = 16.0
+MAX_EDGES_PER_NODE = 17.0
 """9.8 with the merged command; layers that wait on the GPU Operator component wait on each GPU node's label
-patch inside it (the upgrade steps and the monitoring layers added such waits): 15.75 now."""
+patch inside it (the upgrade steps and the monitoring layers added such waits): 15.75; the preparation waits
+for the preflight that installs the library it sources: 16.75."""
 
 
 def generated_footprint(run_stack, nodes: int) -> Footprint:
@@ -100,11 +101,20 @@ def test_gpu_label_patches_wait_only_on_their_own_nodes_preflight(run_stack) -> 
         assert waited == {f"{node}-gpu-preflight"}, (patch.name, waited)
 
 
-def test_only_the_preparation_and_the_preflight_carry_the_library(run_stack) -> None:
-    run = run_stack("onprem")
+@pytest.mark.parametrize(("gpu_operator", "carrier"), [(True, "-gpu-preflight"), (False, "-prepare")])
+def test_each_node_carries_the_library_once_in_its_first_command(run_stack, gpu_operator, carrier) -> None:
+    """The node's first command (the GPU preflight when it runs, else the preparation) installs the library;
+    every other command, the preparation after a preflight included, sources it by its content path."""
+    values, secret = stack_values("onprem")
+    if not gpu_operator:
+        values["gpuOperator"] = {**values.get("gpuOperator", {}), "enabled": False}
+        # GPU fault handling reads the operator's DCGM: off with it.
+        values["monitoring"] = {**values.get("monitoring", {}), "faultHandling": {"mode": "off"}}
+    run = run_stack("onprem", values=values, secret=secret)
     commands = [r for r in run.of_type(COMMAND) if isinstance(r.inputs.get("create"), str)]
     carriers = {r.name for r in commands if lib_text() in r.inputs["create"]}
-    assert carriers == {r.name for r in commands if r.name.endswith(("-prepare", "-gpu-preflight"))}
+    assert carriers == {r.name for r in commands if r.name.endswith(carrier)}
+    assert len(carriers) == len(values["nodes"])
     for resource in commands:
         for key in ("create", "delete"):
             text = resource.inputs.get(key)
@@ -112,8 +122,11 @@ def test_only_the_preparation_and_the_preflight_carry_the_library(run_stack) -> 
                 # The admin kubeconfig is standalone: a library edit must not make the provider's kubeconfig unknown.
                 standalone = resource.name.endswith("-admin-kubeconfig")
                 assert (f". {lib_path()}\n" in text) != standalone, (resource.name, key)
-    prepare = script_of_command(run.named("gpu-1-prepare").inputs["create"]) or ""
-    assert f"cat >{lib_path()}.tmp <<'MLCLUSTER_LIB_TEXT'\n{lib_text()}MLCLUSTER_LIB_TEXT\n" in prepare
+    first = script_of_command(run.named(f"gpu-1{carrier}").inputs["create"]) or ""
+    assert f"cat >{lib_path()}.tmp <<'MLCLUSTER_LIB_TEXT'\n{lib_text()}MLCLUSTER_LIB_TEXT\n" in first
+    if gpu_operator:
+        # The preparation waits for the command that installed what it sources.
+        assert run.urn_of("gpu-1-gpu-preflight") in run.named("gpu-1-prepare").depends_on
 
 
 def test_a_changed_library_changes_every_command_that_sources_it(monkeypatch) -> None:

@@ -19,7 +19,7 @@ from ..config.spec import GPU_TAINT, NodeSpec, Spec
 from . import yaml_text
 from .helm import ChartRelease, tolerating
 from .monitoring import DCGM_METRICS_CONFIG, dcgm_counters_csv, dcgm_scraped
-from .shell import NodeStep, render_script
+from .shell import NodeStep, render_installing_script
 
 NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 PREFLIGHT_STEP = "gpu-preflight"
@@ -103,16 +103,22 @@ def parse_preflight(stdout: str) -> PreflightResult:
     )
 
 
+def preflight_runs(spec: Spec) -> bool:
+    """Whether every node runs the GPU preflight (first, before its preparation)."""
+    return spec.cluster.mode == "kubeadm" and spec.gpu_operator.enabled
+
+
 def preflight_step(node: NodeSpec) -> NodeStep:
     """Every node runs it: GPU nodes must have a GPU; on the others a found GPU is reported."""
     expect = node.gpu is not None
     title = "GPU preflight: devices, nouveau, host driver, kernel headers" if expect else "Look for NVIDIA GPUs"
     settings = {"EXPECT_GPU": str(expect).lower()}
-    # Read-only and first on every node, before the preparation installs the library: it carries its own.
+    # Read-only but for one thing: as the node's first command it installs mlcluster's own script library
+    # (content-addressed under /var/lib/mlcluster/lib), so the preparation carries only its path.
     return NodeStep(
         name=PREFLIGHT_STEP,
         title=title,
-        script=render_script(PREFLIGHT_STEP, settings),
+        script=render_installing_script(PREFLIGHT_STEP, settings),
         settings=settings,
         embeds_lib=True,
     )

@@ -10,6 +10,7 @@ from ..config.checks import version_tuple
 from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
 from . import images, kubeadm
+from .gpu_operator import preflight_runs
 from .shell import NodeStep, merge_steps, render_script, script_source
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
@@ -122,7 +123,9 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
 def prepare_step(spec: Spec, node: NodeSpec) -> NodeStep:
     """The preparation steps as the one command a node runs them in (they always run together, in order)."""
     steps = prepare_steps(spec, node)
-    return merge_steps(PREPARE_STEP, f"Prepare the node: {len(steps)} steps", steps)
+    # The node's first command installs the library: the GPU preflight when it runs, else this one.
+    title = f"Prepare the node: {len(steps)} steps"
+    return merge_steps(PREPARE_STEP, title, steps, install_lib=not preflight_runs(spec))
 
 
 def init_step(spec: Spec, node: NodeSpec) -> NodeStep:

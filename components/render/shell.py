@@ -63,6 +63,8 @@ class NodeStep:
     standalone: bool = False
     """The script neither carries nor sources the library, so its inputs change only when the script itself
     does (the admin kubeconfig, whose output the Kubernetes provider is built from)."""
+    sources_lib: bool = False
+    """The script already sources the installed library (a preparation after a preflight that installed it)."""
 
 
 def lib_text() -> str:
@@ -78,6 +80,16 @@ def render_script(name: str, settings: Mapping[str, str]) -> str:
     """The full text of step `name`.sh with its settings: what a reviewer reads and what the node runs."""
     assignments = "".join(f"{key}={shlex.quote(value)}\n" for key, value in settings.items())
     text = _HEAD + f"# mlcluster step: {name}\n" + assignments + _body("lib.sh") + _body(f"{name}.sh")
+    if _DELIMITER in text:
+        raise ValueError(f"script {name} contains the reserved line {_DELIMITER}")
+    return text
+
+
+def render_installing_script(name: str, settings: Mapping[str, str]) -> str:
+    """Step `name` as the first command a node runs: it installs the library (once, by content) and sources
+    it, so the node's later commands, the preparation included, carry only its path."""
+    assignments = "".join(f"{key}={shlex.quote(value)}\n" for key, value in settings.items())
+    text = _HEAD + f"# mlcluster step: {name}\n" + assignments + _install_lib() + _body(f"{name}.sh")
     if _DELIMITER in text:
         raise ValueError(f"script {name} contains the reserved line {_DELIMITER}")
     return text
@@ -108,8 +120,8 @@ def with_installed_lib(script: str) -> str:
 def _source_lib() -> str:
     path = lib_path()
     return (
-        f"[ -r {path} ] || {{ printf 'error: %s\\n' '{path} is missing: the node preparation installs it'"
-        " >&2; exit 1; }\n"
+        f"[ -r {path} ] || {{ printf 'error: %s\\n' '{path} is missing: the first mlcluster step on this node"
+        " installs it' >&2; exit 1; }\n"
         f"# shellcheck source=/dev/null\n. {path}\n"
     )
 
@@ -142,14 +154,15 @@ def step_part(name: str, title: str, settings: Mapping[str, str], *, reads_stdin
     )
 
 
-def merged_script(name: str, parts: list[tuple[str, str]]) -> str:
-    """The script of a merged command: install and source the library, then each (step, part) in order.
+def merged_script(name: str, parts: list[tuple[str, str]], *, install_lib: bool = True) -> str:
+    """The script of a merged command: install (or, when an earlier command did, only source) the library,
+    then each (step, part) in order.
 
     An EXIT trap names the step that failed: the error text is all a failed `up` shows of the command."""
     text = (
         _HEAD
         + f"# mlcluster steps: {name}: {' > '.join(step for step, _ in parts)}\n"
-        + _install_lib()
+        + (_install_lib() if install_lib else _source_lib())
         + "MLCLUSTER_STEP=start\n"
         + "report_failed_step() {\n"
         + "  local rc=$?\n"
@@ -163,10 +176,11 @@ def merged_script(name: str, parts: list[tuple[str, str]]) -> str:
     return text
 
 
-def merge_steps(name: str, title: str, steps: list[NodeStep]) -> NodeStep:
+def merge_steps(name: str, title: str, steps: list[NodeStep], *, install_lib: bool = True) -> NodeStep:
     """Steps that always run together as one command: one SSH session and one resource per node, each step's
     own script still readable (and diffable) in it. Only steps without delete scripts or secret output merge,
-    and at most one of them may read stdin."""
+    and at most one of them may read stdin. `install_lib`: this command is the node's first and installs the
+    library; otherwise it sources the copy an earlier command installed."""
     readers = [step for step in steps if step.stdin is not None]
     if len(readers) > 1:
         raise ValueError(f"{name}: more than one step reads stdin ({', '.join(s.name for s in readers)})")
@@ -177,9 +191,10 @@ def merge_steps(name: str, title: str, steps: list[NodeStep]) -> NodeStep:
     return NodeStep(
         name=name,
         title=title,
-        script=merged_script(name, parts),
+        script=merged_script(name, parts, install_lib=install_lib),
         stdin=readers[0].stdin if readers else None,
-        embeds_lib=True,
+        embeds_lib=install_lib,
+        sources_lib=not install_lib,
     )
 
 
