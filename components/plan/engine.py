@@ -135,10 +135,28 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return [r for r in self.recorded if r.type == type_]
 
 
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+def stack_reference(args: pulumi_mocks.MockResourceArgs, outputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A read of `pulumi:pulumi:StackReference` as the engine's builtin provider answers it: the referenced stack's
+    outputs as of its last deployment (this stack's own included); a stack never deployed has none, `{}`."""
+    name = str(args.inputs.get("name") or args.resource_id or args.name)
+    secret = sorted(
+        key
+        for key, value in outputs.items()
+        if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+    )
+    return name, {"name": name, "outputs": dict(outputs), "secretOutputNames": secret}
+
+
 class PreviewMocks(pulumi_mocks.Mocks):
-    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown."""
+    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown. The plan has no
+    previous deployment: a stack reference (the program reads its own stack's last outputs) answers none."""
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:
+            return stack_reference(args, {})
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
