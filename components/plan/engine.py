@@ -151,12 +151,16 @@ def stack_reference(args: pulumi_mocks.MockResourceArgs, outputs: Mapping[str, A
 
 
 class PreviewMocks(pulumi_mocks.Mocks):
-    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown. The plan has no
-    previous deployment: a stack reference (the program reads its own stack's last outputs) answers none."""
+    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown. A stack reference
+    (the program reads its own stack's last outputs) answers `stack_outputs`: by default none, as for a stack
+    never deployed."""
+
+    def __init__(self, stack_outputs: Mapping[str, Any] | None = None) -> None:
+        self.stack_outputs = dict(stack_outputs or {})
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if args.typ == STACK_REFERENCE:
-            return stack_reference(args, {})
+            return stack_reference(args, self.stack_outputs)
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
