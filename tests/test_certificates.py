@@ -34,7 +34,7 @@ SPEC = CertificatesSpec()  # renew, 30 days
 
 def kubeadm_json(dates: dict[str, str], ca: str = "2036-01-01T00:00:00Z") -> str:
     """`kubeadm certs check-expiration -o json` as kubeadm prints it (output.kubeadm.k8s.io/v1alpha3)."""
-    certificates = [
+    certificates: list[dict[str, Any]] = [
         {
             "name": name,
             "expirationDate": date,
