@@ -77,11 +77,11 @@ def test_kubeadm_output_gives_the_certificates_not_the_authorities_or_the_missin
 
 
 def test_the_steps_last_line_is_what_the_record_keeps() -> None:
-    out = "ok: cp-1: earliest certificate expires 2027-07-01T10:00:00Z\ncertificates: " + kubeadm_json(
+    out = "ok: cp-1: earliest certificate expires 2027-07-01T10:00:00Z\nok: certificates: " + kubeadm_json(
         {"admin.conf": "2027-07-01T10:00:00Z"}
     ).replace("\n", "")
     assert parse_step_output(out) == {"admin.conf": "2027-07-01T10:00:00Z"}
-    with pytest.raises(ValueError, match="printed no 'certificates: ' line"):
+    with pytest.raises(ValueError, match="printed no 'ok: certificates: ' line"):
         parse_step_output("ok: nothing\n")
     written = record_output("2027-05-02T00:00:00Z", {"cp-1": out})
     assert record_from_output(written) == Record(

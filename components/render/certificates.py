@@ -27,7 +27,7 @@ from .upgrade import POLL_SECONDS, UPGRADE_LOG_DIR
 
 OUTPUT = "certificates"
 """The stack output the dates are recorded in (and read back from by the next run)."""
-RECORD_PREFIX = "certificates: "
+RECORD_PREFIX = "ok: certificates: "
 """The step's last line: this prefix, then kubeadm's JSON on one line."""
 MANIFESTS = "/etc/kubernetes/manifests"
 PARKED = "/etc/kubernetes/mlcluster-restart"
@@ -85,10 +85,10 @@ def parse_expiration(text: str) -> dict[str, str]:
 
 
 def parse_step_output(stdout: str) -> dict[str, str]:
-    """The dates in a `certificates` step's output (its last `certificates: ` line)."""
+    """The dates in a `certificates` step's output (its last `ok: certificates: ` line)."""
     lines = [line for line in stdout.splitlines() if line.startswith(RECORD_PREFIX)]
     if not lines:
-        raise ValueError("the certificates step printed no 'certificates: ' line")
+        raise ValueError(f"the certificates step printed no '{RECORD_PREFIX}' line")
     return parse_expiration(lines[-1].removeprefix(RECORD_PREFIX))
 
 

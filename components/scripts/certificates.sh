@@ -5,7 +5,7 @@
 # against the certificates themselves, not this node's clock, so a node renewed already (by `kubeadm upgrade`, by
 # hand, or by a run that failed later) prints ok:. After a renewal the control-plane static pods restart the way
 # kubeadm documents it (manifests out of the kubelet's directory and back), bounded by RESTART_TIMEOUT_SECONDS.
-# The last line carries kubeadm's dates for the program: dates only, no key material.
+# The last line carries kubeadm's dates for the program (`ok: certificates: <JSON>`): dates only, no key material.
 set -euo pipefail
 : "${NODE_NAME:?}" "${RENEW_BEFORE?}" "${MANIFESTS:?}" "${PARKED:?}" "${RESTART_TIMEOUT_SECONDS:?}" "${POLL_SECONDS:?}"
 : "${CERTS_LOG:?}"
@@ -67,4 +67,4 @@ else
   info=$(expiration)
   ok "$NODE_NAME: earliest certificate now expires $(printf '%s\n' "$info" | earliest)"
 fi
-printf 'certificates: %s\n' "$(printf '%s' "$info" | tr -d '\n')"
+ok "certificates: $(printf '%s' "$info" | tr -d '\n' | tr -s ' ')"

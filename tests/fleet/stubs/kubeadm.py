@@ -253,6 +253,18 @@ def _admin_certificate(host: Host, cluster: dict[str, Any]) -> str:
     return data
 
 
+def _admin_kubeconfig(host: Host, cluster: dict[str, Any], endpoint: str) -> str:
+    """admin.conf as kubeadm writes it on a control plane: the cluster's admin key, a new client certificate."""
+    return _kubeconfig(
+        endpoint,
+        cluster["name"],
+        "kubernetes-admin",
+        cluster["adminKey"],
+        cluster["ca"],
+        client_certificate=_admin_certificate(host, cluster),
+    )
+
+
 def _issue_certificates(host: Host, *, first: bool) -> None:
     names = [*CONTROL_PLANE_CERTIFICATES, *(["super-admin.conf"] if first else [])]
     dates: dict[str, float] = {name: host.now() + CERTIFICATE_SECONDS for name in names}
@@ -365,14 +377,7 @@ def init(host: Host, argv: list[str]) -> int:
             cluster["certificateKey"] = secrets.token_hex(32)
             cluster["certificateKeyExpires"] = host.now() + CERTIFICATE_KEY_TTL
             cluster["issuedCertificateKeys"] = [cluster["certificateKey"]]
-        admin = _kubeconfig(
-            endpoint,
-            cluster["name"],
-            "kubernetes-admin",
-            cluster["adminKey"],
-            cluster["ca"],
-            client_certificate=_admin_certificate(host, cluster),
-        )
+        admin = _admin_kubeconfig(host, cluster, endpoint)
         ca_hash, key = cluster["caHash"], cluster["certificateKey"]
     _write(ADMIN_CONF, admin)
     _write(Path("/etc/kubernetes/super-admin.conf"), admin)
@@ -480,14 +485,7 @@ def join(host: Host, argv: list[str]) -> int:
         cluster["nodes"][name] = node
         record_versions(cluster, f"kubeadm join {name}")
         version = cluster["version"]
-        admin = _kubeconfig(
-            endpoint,
-            cluster["name"],
-            "kubernetes-admin",
-            cluster["adminKey"],
-            cluster["ca"],
-            client_certificate=_admin_certificate(host, cluster) if control_plane else None,
-        )
+        admin = _admin_kubeconfig(host, cluster, endpoint) if control_plane else ""
     _write(
         KUBELET_CONF,
         _kubeconfig(
