@@ -113,6 +113,11 @@ def test_twenty_days_left_renews_and_the_provider_gets_the_renewed_kubeconfig(fl
     assert "kubeadm certs check-expiration" in calls[-1]
     assert renewed.step("cp-1-admin-kubeconfig").started >= renewed.step("cp-1-certificates").ended
     assert [s.resource for s in renewed.steps] == ["cp-1-certificates", "cp-1-admin-kubeconfig"]
+    # The renewal's output (logged, kept in the state) carries dates, never key material.
+    (cluster,) = hosts.clusters()
+    printed = (renewed.step("cp-1-certificates").stdout or "") + renewed.step("cp-1-certificates").stderr
+    assert "changed: cp-1: kubeadm certs renew all" in printed
+    assert cluster["adminKey"] not in printed and not any(c in printed for c in cluster["clientCertificates"])
     after_days = earliest_days_left(fleet_engine, hosts.now())
     assert round(before_days) == 20 and round(after_days) == 365
 
