@@ -83,7 +83,7 @@ def test_the_steps_last_line_is_what_the_record_keeps() -> None:
     assert parse_step_output(out) == {"admin.conf": "2027-07-01T10:00:00Z"}
     with pytest.raises(ValueError, match="printed no 'ok: certificates: ' line"):
         parse_step_output("ok: nothing\n")
-    written = record_output("2027-05-02T00:00:00Z", {"cp-1": out})
+    written = record_output("2027-05-02T00:00:00Z", {"cp-1": out, "cp-2": "ok: printed by an older step\n"})
     assert record_from_output(written) == Record(
         "2027-05-02T00:00:00Z", {"cp-1": {"admin.conf": "2027-07-01T10:00:00Z"}}
     )

@@ -93,8 +93,16 @@ def parse_step_output(stdout: str) -> dict[str, str]:
 
 
 def record_output(renew_before: str, stdouts: Mapping[str, str]) -> dict[str, Any]:
-    """The stack output of this run: the renewal date its steps used and the dates they printed, by node."""
-    return {"renewBefore": renew_before, "notAfter": {node: parse_step_output(out) for node, out in stdouts.items()}}
+    """The stack output of this run: the renewal date its steps used and the dates they printed, by node. A step
+    whose output has no dates (recorded by an older program) is left out: with none left, the next run has no
+    record, and its steps read the dates again."""
+    dates: dict[str, dict[str, str]] = {}
+    for node, out in stdouts.items():
+        try:
+            dates[node] = parse_step_output(out)
+        except ValueError:
+            continue
+    return {"renewBefore": renew_before, "notAfter": dates}
 
 
 def record_from_output(value: Any) -> Record | None:

@@ -140,6 +140,10 @@ def test_twenty_days_left_renews_and_the_provider_gets_the_renewed_kubeconfig(fl
     MEASUREMENTS["certificates: renewal up, 1+1 (s)"] = round(renewed.wall_seconds, 2)
     MEASUREMENTS["certificates: call log"] = calls
     MEASUREMENTS["certificates: days left before/after"] = [round(before_days, 2), round(after_days, 2)]
+    MEASUREMENTS["certificates: provider kubeconfig's client certificate notAfter before/after"] = [
+        datetime.fromtimestamp(client_certificate_not_after(hosts, k), UTC).isoformat(timespec="seconds")
+        for k in (old_kubeconfig, new_kubeconfig)
+    ]
 
 
 def test_without_renewal_the_year_old_kubeconfig_is_refused(fleet, fleet_engine, caplog) -> None:
