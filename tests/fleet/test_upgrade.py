@@ -116,9 +116,8 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
     assert not any(c["argv"][:1] == ["upgrade"] and c["argv"][1:2] != ["plan"] for c in hosts["cp-1"].calls("kubeadm"))
     assert not [c for n in hosts.hosts for c in hosts[n].calls("kubectl") if c["argv"][:1] == ["drain"]]
     # kube-packages left every member's packages alone (it used to upgrade them in place, kubelets first).
-    assert (
-        "ok: kubelet at 1.34.2 in the cluster: the upgrade steps move it to 1.36.0"
-        in (step_outputs(skipped.step("w-1-prepare", "update"))["kube-packages"])
+    assert "ok: kubelet at 1.34.2 in the cluster: the upgrade steps move it to 1.36.0" in (
+        step_outputs(skipped.step("w-1-prepare", "update"))["kube-packages"]
     )
 
     # What a reviewer sees: the preview updates the upgrade steps (and kube-packages' repository), runs nothing.
