@@ -1,5 +1,5 @@
 """kubectl against the fleet's cluster state: get, drain, cordon, delete and label nodes; list pods (a test
-puts "running job" markers in the cluster's `pods`); `get --raw /version`.
+puts "running job" markers in the cluster's `pods`); `get --raw /version` and `/readyz`.
 
 The kubeconfig must be one the cluster issued (its server names the cluster, its client key must match, its
 client certificate is one kubeadm issued and has not expired), as an API server would refuse anything else.
