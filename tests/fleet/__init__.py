@@ -32,10 +32,11 @@ starts with /usr/local/sbin, so `bash -c` non-login sessions, root or sudo, find
 Stubs (`stubs/*.py`, run by the test's Python) behave like the real tools at their boundary and validate
 their input: kubeadm (init/join configs against the upstream v1beta4/kubelet schemas, preflight checks,
 real output formats, tokens/CA hash/certificate key checked on join, `certs check-expiration`/`renew all`
-against certificates a year from the fleet clock; kubectl refuses an expired admin client certificate), kubectl, systemctl, apt-get/
-apt-mark/dpkg-query, dnf/rpm, modprobe, sysctl, swapon/swapoff, containerd --version, curl/gpg. A shared
-directory per cluster stands in for the API server. Add a stub: a function in a stubs file, its name in
-`_stub.STUB_FILES` (and `OS_TOOLS` if it is on PATH from the start, or a package's `BINARIES`).
+against certificates a year from the fleet clock; kubectl refuses an expired admin client certificate),
+kubectl, systemctl, apt-get/apt-mark/dpkg-query, dnf/rpm, modprobe, sysctl, swapon/swapoff,
+containerd --version, curl/gpg. A shared directory per cluster stands in for the API server. Add a stub: a
+function in a stubs file, its name in `_stub.STUB_FILES` (and `OS_TOOLS` if it is on PATH from the start,
+or a package's `BINARIES`).
 
 `engine.FleetEngine` is the executing mock engine. It follows Pulumi's deployment rules (its docstring
 lists them, tests/fleet/test_engine.py checks each on a toy program): a repeated `up` runs only what
