@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from pulumi.runtime import mocks as pulumi_mocks
 
 from components.config.care import CertificatesSpec
 from components.config.schema import ConfigError
@@ -222,3 +223,18 @@ def test_program_first_up_reads_and_a_due_record_renews_one_control_plane_after_
     assert len(dates) == 1 and dates != {"''"}
     assert dates.pop() in due.named("cp-1-admin-kubeconfig").raw_inputs["create"]
     assert kubeconfig.raw_inputs["create"] != due.named("cp-1-admin-kubeconfig").raw_inputs["create"]
+
+
+class EchoMocks(pulumi_mocks.Mocks):
+    """Mocks written for something else: every resource echoes its inputs, a stack reference too."""
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+def test_mocks_that_do_not_know_stack_references_read_a_stack_never_deployed(run_stack: Any) -> None:
+    run: Run = run_stack("lab", values=_values(1), secret=["ssh"], mocks=EchoMocks())
+    assert "RENEW_BEFORE=''" in run.named("cp-1-certificates").raw_inputs["create"]
