@@ -19,6 +19,7 @@ from components.image_logistics import ImageLogistics
 from components.kubeadm_cluster import KubeadmCluster
 from components.kueue import Kueue
 from components.monitoring import Monitoring
+from components.render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from components.render.gpu_operator import preflight_runs
 from components.serving import Serving
 from components.storage import Storage
@@ -74,4 +75,7 @@ if spec.workloads.any_enabled:
     Workloads(spec, provider, depends_on=platform)
 
 pulumi.export("kubeconfig", cluster.kubeconfig)
+if isinstance(cluster, KubeadmCluster):
+    # Read back by the next run (a preview included) for the days left: components/render/certificates.py.
+    pulumi.export(CERTIFICATES_OUTPUT, cluster.certificates.record)
 pulumi.export("nodes", [node.name for node in spec.nodes])

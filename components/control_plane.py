@@ -1,4 +1,8 @@
-"""FirstControlPlane: `kubeadm init` (protected) and the admin kubeconfig as a secret output."""
+"""FirstControlPlane: `kubeadm init` (protected) and the admin kubeconfig as a secret output.
+
+The kubeconfig is read once the first control plane's certificates step ran (components/certificates.py), which
+needs init first: `read_kubeconfig` adds it.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ class FirstControlPlane(pulumi.ComponentResource):
         self, spec: Spec, node: NodeSpec, prepared: pulumi.Resource, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mlcluster:control_plane:FirstControlPlane", node.name, None, opts)
+        self.spec, self.node = spec, node
         # Protected: deleting this resource would mean a destroyed cluster; `pulumi destroy` must refuse.
         self.init = step_command(
             f"{node.name}-kubeadm-init",
@@ -26,16 +31,22 @@ class FirstControlPlane(pulumi.ComponentResource):
             depends_on=[prepared],
             protect=True,
         )
+
+    def read_kubeconfig(self, after: pulumi.Resource, renewed_before: pulumi.Output[str]) -> pulumi.Output[str]:
+        """The admin kubeconfig step, after `after` (the first control plane's certificates step): a renewal
+        (`renewed_before` changed) changes its text, so it reads the renewed admin.conf."""
         self.kubeconfig_step = step_command(
-            f"{node.name}-admin-kubeconfig",
-            spec,
-            node,
+            f"{self.node.name}-admin-kubeconfig",
+            self.spec,
+            self.node,
             admin_kubeconfig_step(),
             parent=self,
-            depends_on=[self.init],
+            depends_on=[self.init, after],
             # New SSH settings (user, port, key, host key, bastion) reach the same admin.conf: re-reading it
             # would make the provider's kubeconfig unknown in the preview and show every release replaced.
             ignore_changes=["connection"],
+            rendered=renewed_before.apply(admin_kubeconfig_step),
         )
         self.kubeconfig = pulumi.Output.secret(self.kubeconfig_step.stdout)
         self.register_outputs({"kubeconfig": self.kubeconfig})
+        return self.kubeconfig

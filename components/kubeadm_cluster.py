@@ -14,13 +14,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_command import remote
 
+from .certificates import Certificates
 from .cluster_care import ClusterCare
-from .config.spec import Spec
+from .config.spec import NodeSpec, Spec
 from .control_plane import FirstControlPlane
 from .gpu_preflight import GpuPreflight
 from .kubelet_restarts import KubeletRestarts
 from .node_command import step_command
-from .node_join import join_node
+from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
 from .render.kubeconfig import kubeconfig_reaching
 from .render.kubelet_placement import spec_warnings
@@ -55,8 +56,20 @@ class KubeadmCluster(pulumi.ComponentResource):
         control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)
 
         last_control_plane_join: pulumi.Resource = control_plane.init
-        joins: dict[str, remote.Command] = {}
-        credentials = control_plane.kubeconfig_step
+        joins: dict[str, NodeJoin] = {}
+
+        def join(node: NodeSpec, credentials: remote.Command) -> NodeJoin:
+            joins[node.name] = join_node(
+                spec,
+                node,
+                first,
+                parent=self,
+                prepared=prepared[node.name],
+                credentials=credentials,
+                join_after=[last_control_plane_join],
+            )
+            return joins[node.name]
+
         if other_control_planes:
             control_plane_credentials = step_command(
                 f"{first.name}-join-credentials",
@@ -66,22 +79,17 @@ class KubeadmCluster(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[control_plane.init],
             )
-        for node in [*other_control_planes, *spec.workers]:
-            join = join_node(
-                spec,
-                node,
-                first,
-                parent=self,
-                prepared=prepared[node.name],
-                credentials=control_plane_credentials if node.is_control_plane else credentials,
-                join_after=[last_control_plane_join],
-            ).join
-            joins[node.name] = join
-            if node.is_control_plane:
-                last_control_plane_join = join
+        for node in other_control_planes:
+            last_control_plane_join = join(node, control_plane_credentials).join
+        # Certificates on each control plane once it is in; the admin kubeconfig is read after the first one's
+        # (a renewal renews admin.conf there), and workers mint their join tokens with it.
+        self.certificates = Certificates(spec, self._members(control_plane, joins), opts=child)
+        control_plane.read_kubeconfig(self.certificates.steps[first.name], self.certificates.renew_before)
+        for node in spec.workers:
+            join(node, control_plane.kubeconfig_step)
 
         # Day-2 tuning changes restart containerd/kubelet batch by batch, once each node is in the cluster.
-        member = {first.name: control_plane.init, **joins}
+        member = self._members(control_plane, joins)
         restarts = KubeletRestarts(spec, member, opts=child)
         # Upgrades and etcd snapshots; an upgrade starts once every join and day-2 restart is done.
         ClusterCare(spec, member, after=list(restarts.steps.values()), opts=child)
@@ -98,6 +106,11 @@ class KubeadmCluster(pulumi.ComponentResource):
             # Stable for the cluster's life: a kubeconfig that is unknown in a preview (its step changed)
             # then does not replace the provider and every resource on it (pulumi-kubernetes DiffConfig).
             cluster_identifier=cluster_identifier(spec),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(joins.values())),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[j.join for j in joins.values()]),
         )
         self.register_outputs({"kubeconfig": self.kubeconfig})
+
+    @staticmethod
+    def _members(control_plane: FirstControlPlane, joins: dict[str, NodeJoin]) -> dict[str, pulumi.Resource]:
+        """Each node's resource after which it is in the cluster."""
+        return {control_plane.node.name: control_plane.init, **{n: j.join for n, j in joins.items()}}

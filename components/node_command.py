@@ -25,7 +25,10 @@ def step_command(
     ignore_changes: Sequence[str] = (),
     retain_on_delete: bool = False,
     aliases: Sequence[pulumi.Input[str]] = (),
+    rendered: pulumi.Output[NodeStep] | None = None,
 ) -> remote.Command:
+    """`rendered`: the step as decided while the program runs (from an output, such as the previous deployment's
+    record); `step` then only says how it is wired (stdin, secret output), which must not depend on that."""
     user = ssh_user(spec, node)
     if stdin is None and step.stdin is not None:
         stdin = pulumi.Output.secret(step.stdin.reveal())
@@ -37,10 +40,16 @@ def step_command(
         as_rendered = step.embeds_lib or step.standalone or step.sources_lib
         return remote_command(script if as_rendered else with_installed_lib(script), user, tag)
 
+    def _rendered_command(rendered_step: NodeStep) -> str:
+        text = command(rendered_step.script, rendered_step.name)
+        if text is None:
+            raise ValueError(f"{resource_name}: a step decided at run time must have a script")
+        return text
+
     return remote.Command(
         resource_name,
         connection=node_connection(spec, node),
-        create=command(step.script, step.name),
+        create=command(step.script, step.name) if rendered is None else rendered.apply(_rendered_command),
         delete=command(step.delete_script, step.name + "-delete"),
         stdin=stdin,
         # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
@@ -129,3 +131,21 @@ def test_the_one_machine_lab_example_plans_as_control_plane_and_gpu_worker(tmp_p
     taints = init[0]["nodeRegistration"].get("taints") or []
     # Control plane and worker on one machine: no control-plane NoSchedule taint, or nothing would run on it.
     assert not [t for t in taints if t["key"] == "node-role.kubernetes.io/control-plane"], taints
+
+
+def test_the_plan_reports_certificate_days_from_the_deployed_stacks_outputs(tmp_path: Path) -> None:
+    first = plan("--stack", "lab", "--out", str(tmp_path / "first"))
+    assert first.returncode == 0, first.stderr
+    assert "info: certificates: no record yet" in first.stderr
+    soon = (datetime.now(UTC) + timedelta(days=20, hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"certificates": {"renewBefore": "", "notAfter": {"lab-1": {"apiserver": soon}}}}))
+    due = plan("--stack", "lab", "--out", str(tmp_path / "due"), "--stack-outputs", str(outputs))
+    assert due.returncode == 0, due.stderr
+    assert "warning: certificates: 20 days left: apiserver on lab-1" in due.stderr
+    steps = {r["name"]: r for r in json.loads((tmp_path / "due" / "plan.json").read_text())["resources"]}
+    # The step names the renewal date (a UTC midnight), so `up` runs it.
+    assert re.search(r"RENEW_BEFORE=\d{4}-\d\d-\d\dT00:00:00Z\n", steps["lab-1-certificates"]["inputs"]["create"])
+    outputs.write_text("not json")
+    broken = plan("--stack", "lab", "--out", str(tmp_path / "broken"), "--stack-outputs", str(outputs))
+    assert broken.returncode == 2 and "--stack-outputs" in broken.stderr

@@ -80,3 +80,19 @@ class EtcdSnapshotSpec:
     def validate(self, path: str, problems: Problems) -> None:
         if self.copy_to is not None and self.copy_to.rstrip("/") == self.directory.rstrip("/"):
             problems.error(join_path(path, "copyTo"), f'"{self.copy_to}" is the snapshot directory itself')
+
+
+@dataclass(frozen=True)
+class CertificatesSpec:
+    renew: bool = setting(
+        True,
+        doc="Renew kubeadm's certificates (`kubeadm certs renew all` on each control plane, one at a time, then"
+        " its control-plane pods restart) on the `up` that finds the earliest of them under `renewBeforeDays`;"
+        " the provider's admin kubeconfig is read again afterwards. Off: `up` only reports the days left.",
+    )
+    renew_before_days: int = setting(
+        30,
+        doc="Days left (counted from the dates the last `up` read on the control planes) under which `up`"
+        " renews. kubeadm's certificates last 365 days, so 365 or more would renew on every `up`.",
+        check=checks.between(1, 364),
+    )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks, formats
-from .care import EtcdSnapshotSpec, UpgradeSpec
+from .care import CertificatesSpec, EtcdSnapshotSpec, UpgradeSpec
 from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
@@ -247,6 +247,9 @@ class Spec:
         default_factory=UpgradeSpec, doc="How a changed kubernetesVersion drains nodes (docs/cluster-care.md)."
     )
     etcd_snapshots: EtcdSnapshotSpec = setting(default_factory=EtcdSnapshotSpec, doc="Scheduled etcd snapshots.")
+    certificates: CertificatesSpec = setting(
+        default_factory=CertificatesSpec, doc="kubeadm certificate expiry: days left, renewal (docs/cluster-care.md)."
+    )
     monitoring: MonitoringSpec = setting(
         default_factory=MonitoringSpec, doc="Metrics, dashboards, alerts, custom-metric HPAs, GPU fault handling."
     )

@@ -3,6 +3,8 @@
     python -m components.plan --stack onprem --out build/onprem
     python -m components.plan --stack-file path/to/Pulumi.mystack.yaml --out build/mystack
     python -m components.plan --stack onprem --out build/new --compare build/old   (what changes, per node/release)
+    python -m components.plan --stack onprem --stack-outputs outputs.json   (`pulumi stack output --json`: what
+        the last deployment recorded, such as the certificates' dates, as a preview of that stack reads it)
 
 Exit 0 with the plan written; exit 2 with the validation report when the config is invalid.
 Secrets are never written: they appear as "[secret]", values known only after apply as "[computed]".
@@ -11,9 +13,12 @@ Secrets are never written: they appear as "[secret]", values known only after ap
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
@@ -21,7 +26,7 @@ from ..config.schema import NAMESPACE, ConfigError
 from ..config.spec import Spec
 from ..render.kubelet_placement import spec_warnings
 from .diff import diff_plans, load_plan, render
-from .engine import PROJECT_ROOT, run_program
+from .engine import PROJECT_ROOT, PreviewMocks, run_program
 from .writer import write_plan
 
 
@@ -36,6 +41,26 @@ def _values(config: dict[str, str]) -> dict[str, object]:
         except ValueError:
             out[key] = raw
     return out
+
+
+@contextlib.contextmanager
+def program_messages() -> Iterator[list[tuple[str, str]]]:
+    """(level, message) of what the program logs while it runs (the mock engine logs to the root logger)."""
+    said: list[tuple[str, str]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append((record.levelname.lower(), record.getMessage()))
+
+    root = logging.getLogger()
+    handler, level = Collect(logging.INFO), root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    try:
+        yield said
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def spec_or_report(path: Path) -> tuple[StackFile, Spec] | None:
@@ -64,6 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--stack-file", type=Path, help="any stack file")
     parser.add_argument("--out", type=Path, help="output folder (default build/<stack>)")
     parser.add_argument("--compare", type=Path, help="earlier plan folder (or plan.json): print what changes")
+    parser.add_argument(
+        "--stack-outputs",
+        type=Path,
+        help="the deployed stack's outputs (`pulumi stack output --json`): the previous deployment the program"
+        " reads (certificate dates); without it, a stack never deployed",
+    )
     args = parser.parse_args(argv)
 
     path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
@@ -84,7 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
     for warning in spec_warnings(spec):
         print(f"warning: mlcluster:{warning.path}: {warning.message}", file=sys.stderr)
-    run = run_program(stack_file.config, stack_file.secret_keys, stack=stack)
+    previous: dict[str, object] = {}
+    if args.stack_outputs is not None:
+        try:
+            previous = json.loads(args.stack_outputs.read_text())
+        except (OSError, ValueError) as error:
+            print(f"error: --stack-outputs {args.stack_outputs}: {error}", file=sys.stderr)
+            return 2
+    with program_messages() as said:
+        run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, mocks=PreviewMocks(previous))
+    # What the program itself reports (the certificates' days left); the spec's warnings are printed above.
+    for level, message in said:
+        if not message.startswith("mlcluster:"):
+            print(f"{level}: {message}", file=sys.stderr)
     text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
     elapsed = time.perf_counter() - started
     print(text)

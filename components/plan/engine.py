@@ -111,7 +111,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     """A MockMonitor that also keeps each RegisterResource request, in registration order."""
 
     def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
-        super().__init__(mocks)
+        super().__init__(_AnsweringStackReferences(mocks))
         self.recorded: list[RecordedResource] = []
         self._lock = threading.Lock()
 
@@ -149,10 +149,49 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return [r for r in self.recorded if r.type == type_]
 
 
-class PreviewMocks(pulumi_mocks.Mocks):
-    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown."""
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+def stack_reference(args: pulumi_mocks.MockResourceArgs, outputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A read of `pulumi:pulumi:StackReference` as the engine's builtin provider answers it: the referenced stack's
+    outputs as of its last deployment (this stack's own included); a stack never deployed has none, `{}`."""
+    name = str(args.inputs.get("name") or args.resource_id or args.name)
+    secret = sorted(
+        key
+        for key, value in outputs.items()
+        if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+    )
+    return name, {"name": name, "outputs": dict(outputs), "secretOutputNames": secret}
+
+
+class _AnsweringStackReferences(pulumi_mocks.Mocks):
+    """Any mocks, with the engine's answer to a stack reference they leave unanswered: a stack never deployed
+    (no outputs). The program reads its own stack's last outputs; mocks written for other purposes need not know."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
+        self.mocks = mocks
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        found = self.mocks.new_resource(args)
+        if args.typ == STACK_REFERENCE and not isinstance(found[1].get("outputs"), dict):
+            return stack_reference(args, {})
+        return found
+
+    def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return self.mocks.call(args)
+
+
+class PreviewMocks(pulumi_mocks.Mocks):
+    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown. A stack reference
+    (the program reads its own stack's last outputs) answers `stack_outputs`: by default none, as for a stack
+    never deployed."""
+
+    def __init__(self, stack_outputs: Mapping[str, Any] | None = None) -> None:
+        self.stack_outputs = dict(stack_outputs or {})
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:
+            return stack_reference(args, self.stack_outputs)
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:

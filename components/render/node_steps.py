@@ -136,12 +136,19 @@ def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
     )
 
 
-def admin_kubeconfig_step() -> NodeStep:
-    """The script file alone, without lib.sh: its inputs change only when it does (see the script)."""
+def admin_kubeconfig_step(renewed_before: str = "") -> NodeStep:
+    """The script file alone, without lib.sh: its inputs change only when it does (see the script), or when a
+    certificate renewal (`renewed_before`, components/render/certificates.py) asks for the renewed admin.conf."""
+    script = script_source("admin-kubeconfig.sh")
+    if renewed_before:
+        # A comment is enough: the text changes once per renewal, so the step reads admin.conf again.
+        head, rest = script.split("set -euo pipefail\n", 1)
+        note = f"# read again after the renewal of the certificates expiring before {renewed_before}\n"
+        script = f"{head}set -euo pipefail\n{note}{rest}"
     return NodeStep(
         name="admin-kubeconfig",
         title="Read the admin kubeconfig",
-        script=script_source("admin-kubeconfig.sh"),
+        script=script,
         secret_stdout=True,
         standalone=True,
     )

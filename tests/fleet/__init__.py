@@ -31,10 +31,12 @@ starts with /usr/local/sbin, so `bash -c` non-login sessions, root or sudo, find
 
 Stubs (`stubs/*.py`, run by the test's Python) behave like the real tools at their boundary and validate
 their input: kubeadm (init/join configs against the upstream v1beta4/kubelet schemas, preflight checks,
-real output formats, tokens/CA hash/certificate key checked on join), kubectl, systemctl, apt-get/
-apt-mark/dpkg-query, dnf/rpm, modprobe, sysctl, swapon/swapoff, containerd --version, curl/gpg. A shared
-directory per cluster stands in for the API server. Add a stub: a function in a stubs file, its name in
-`_stub.STUB_FILES` (and `OS_TOOLS` if it is on PATH from the start, or a package's `BINARIES`).
+real output formats, tokens/CA hash/certificate key checked on join, `certs check-expiration`/`renew all`
+against certificates a year from the fleet clock; kubectl refuses an expired admin client certificate),
+kubectl, systemctl, apt-get/apt-mark/dpkg-query, dnf/rpm, modprobe, sysctl, swapon/swapoff,
+containerd --version, curl/gpg. A shared directory per cluster stands in for the API server. Add a stub: a
+function in a stubs file, its name in `_stub.STUB_FILES` (and `OS_TOOLS` if it is on PATH from the start,
+or a package's `BINARIES`).
 
 `engine.FleetEngine` is the executing mock engine. It follows Pulumi's deployment rules (its docstring
 lists them, tests/fleet/test_engine.py checks each on a toy program): a repeated `up` runs only what
@@ -42,7 +44,8 @@ changed (an unchanged program opens no SSH session), a failed create is not reco
 stops new steps (`FleetEngine(continue_on_error=True)` is `--continue-on-error`), removed resources are
 deleted with their recorded inputs, `preview()` runs nothing and marks changed outputs unknown, and errors
 read like pulumi-command's. To re-run every step (the idempotency check of "state lost"), use a fresh
-engine. `Fleet.advance_clock(seconds)` moves the stubs' clock (token and certificate-key expiry);
+engine. `Fleet.advance_clock(seconds)` moves the stubs' clock (token, certificate-key and certificate expiry;
+`engine.clock = fleet.now` gives the program the same clock);
 `FleetHost.vanish()` kills a host's sshd and marks its Node NotReady.
 Fleet tests are marked `fleet`; they need root, `ip netns`, `unshare`, sshd and sudo,
 and FAIL (FleetUnavailable) when the machine lacks them. MLCLUSTER_FLEET_KEEP=1 keeps the fleet's

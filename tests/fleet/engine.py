@@ -34,10 +34,18 @@ It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in 
 - Aliases: a resource whose URN is not in the state but one of its `aliases` is, is that recorded resource
   under a new URN (compared, updated or left alone as usual, never created or deleted for the move).
 - Every resource other than a Command echoes its inputs as outputs.
+- Stack outputs: a successful `up` records the program's exports; a failed one leaves the previous ones (the
+  root stack's outputs are registered only when every export resolves). A `pulumi:pulumi:StackReference` read,
+  in a preview as in an `up`, answers the named stack's outputs of its last deployment, this stack's own
+  included (the engine's builtin provider, `readStackReference`): `{}` before the first one; another stack is
+  `unknown stack`.
+- `clock`: the program's clock during a run (the certificates' days left), by default the machine's; set it to
+  `Fleet.now` so the program and the stubs agree after `Fleet.advance_clock`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import hashlib
@@ -50,15 +58,26 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-from components.plan.engine import PROGRAM, ProgramRun, RecordedResource, RecordingMonitor, reveal, run_program
+from components.plan.engine import (
+    PROGRAM,
+    STACK_REFERENCE,
+    ProgramRun,
+    RecordedResource,
+    RecordingMonitor,
+    reveal,
+    run_program,
+    stack_reference,
+)
 
 from ..conftest import as_config
 
@@ -302,6 +321,8 @@ class _Deployment:
     """One run's bookkeeping."""
 
     preview: bool
+    project: str = "mlcluster"
+    stack: str = "fleet"
     steps: list[StepRun] = field(default_factory=list)
     operations: dict[str, str] = field(default_factory=dict)
     replaced_providers: set[str] = field(default_factory=set)
@@ -329,6 +350,9 @@ class FleetEngine:
         self.state: dict[str, Stored] = {}
         """The checkpoint: by URN; a replaced resource's old copy waits under '<urn>#replaced' for its delete."""
         self.runs: list[FleetRun] = []
+        self.stack_outputs: dict[str, dict[str, Any]] = {}
+        """By stack name: the outputs of its last successful `up` (secrets wrapped as on the wire)."""
+        self.clock: Callable[[], float] | None = None
         self._lock = threading.Lock()
         self._active = 0
         self._last_activity = time.monotonic()
@@ -416,6 +440,8 @@ class FleetEngine:
     def _register(
         self, args: pulumi_mocks.MockResourceArgs, monitor: RecordingMonitor, deployment: _Deployment
     ) -> tuple[str | None, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:
+            return self._stack_reference(args, deployment)
         record = next((r for r in monitor.recorded if r.name == args.name and r.type == args.typ), None)
         if record is None:
             return f"{args.name}-id", dict(args.inputs)
@@ -475,6 +501,15 @@ class FleetEngine:
             self.state[record.urn] = Stored(record, inputs, outputs)
         return f"{args.name}-id", outputs
 
+    def _stack_reference(
+        self, args: pulumi_mocks.MockResourceArgs, deployment: _Deployment
+    ) -> tuple[str | None, dict[str, Any]]:
+        name = str(args.inputs.get("name") or args.name)
+        _organization, project, stack = ([None, None, *name.split("/")])[-3:]
+        if project != deployment.project or stack != deployment.stack:
+            raise RuntimeError(f'unknown stack "{name}"')
+        return stack_reference(args, self.stack_outputs.get(stack, {}))
+
     def up(self, values: Mapping[str, Any], secret: list[str], **kwargs: Any) -> FleetRun:
         """`pulumi up`: run what changed, record it, then delete what the program no longer registers."""
         return self._run(values, secret, preview=False, **kwargs)
@@ -494,7 +529,7 @@ class FleetEngine:
     ) -> FleetRun:
         config = as_config(values)
         monitors: list[RecordingMonitor] = []
-        deployment = _Deployment(preview=preview)
+        deployment = _Deployment(preview=preview, stack=stack)
         engine = self
 
         class ExecutingMocks(pulumi_mocks.Mocks):
@@ -522,17 +557,24 @@ class FleetEngine:
         # exceptions; formatted concurrently from worker threads, Python 3.11's traceback carets (ast.parse)
         # corrupt the AST recursion counter and every later ast.parse in the process fails (SystemError).
         gc.disable()
+        clock = self.clock
+        program_clock = (
+            mock.patch("components.certificates.utc_now", lambda: datetime.fromtimestamp(clock(), UTC))
+            if clock is not None
+            else contextlib.nullcontext()
+        )
         try:
-            program_run = run_program(
-                config,
-                [f"mlcluster:{k}" for k in secret],
-                stack=stack,
-                preview=preview,
-                mocks=ExecutingMocks(),
-                max_workers=self.max_workers,
-                program=program,
-                on_start=monitors.append,
-            )
+            with program_clock:
+                program_run = run_program(
+                    config,
+                    [f"mlcluster:{k}" for k in secret],
+                    stack=stack,
+                    preview=preview,
+                    mocks=ExecutingMocks(),
+                    max_workers=self.max_workers,
+                    program=program,
+                    on_start=monitors.append,
+                )
         except Exception as exc:
             error = exc
         finally:
@@ -554,6 +596,12 @@ class FleetEngine:
                 run.deleted = self._delete_removed(removed, deployment)
             except RemoteCommandError as exc:
                 run.error = exc
+            if program_run is not None:
+                self.stack_outputs[stack] = {
+                    key: _secret(output.value) if output.secret else output.value
+                    for key, output in program_run.outputs.items()
+                    if output.known
+                }
         run.operations = {**run.operations, **deployment.operations}
         run.wall_seconds = time.monotonic() - started
         self.runs.append(run)

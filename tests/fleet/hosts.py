@@ -202,8 +202,14 @@ class Fleet:
         (path,) = sorted((self.dir / "cluster").glob("*/cluster.json"))
         return _locked_json(path)
 
+    def now(self) -> float:
+        """The stubs' clock: wall time plus what `advance_clock` moved it by (FleetEngine.clock for the program)."""
+        clock = self.dir / "cluster" / "clock.json"
+        return time.time() + (float(json.loads(clock.read_text())["offset"]) if clock.exists() else 0.0)
+
     def advance_clock(self, seconds: float) -> None:
-        """Move the stubs' clock forward (tokens and certificate keys expire against it); real time is untouched."""
+        """Move the stubs' clock forward (tokens, certificate keys and certificates expire against it); real time
+        is untouched."""
         clock = self.dir / "cluster" / "clock.json"
         offset = float(json.loads(clock.read_text())["offset"]) if clock.exists() else 0.0
         clock.write_text(json.dumps({"offset": offset + seconds}))

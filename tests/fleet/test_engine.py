@@ -64,6 +64,12 @@ if "provider" in toy:
         cluster_identifier=p.get("clusterIdentifier"),
     )
     k8s.core.v1.ConfigMap("cm", data={"a": "b"}, opts=pulumi.ResourceOptions(provider=provider))
+if "reference" in toy:
+    own = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    ref = pulumi.StackReference(own if toy["reference"] == "self" else toy["reference"])
+    pulumi.export("seen", ref.get_output("stamp"))
+if "stamp" in toy:
+    pulumi.export("stamp", made[toy["stamp"]].stdout if toy["stamp"] in made else toy["stamp"])
 """
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -314,3 +320,24 @@ def test_preview_replaces_a_provider_with_an_unknown_kubeconfig_and_everything_o
     up([{"name": "kubeconfig", "create": "kubeconfig 10.0.0.1 # edited"}], provider=provider).raise_error()
     moved = up([{"name": "kubeconfig", "create": "kubeconfig 10.0.0.2"}], provider=provider)
     assert moved.with_operation("replace") == replaced
+
+
+def test_a_stack_reference_to_itself_reads_the_last_successful_deployments_outputs(toy) -> None:
+    engine, _, up = toy()
+
+    def seen(run: Any) -> Any:
+        run.raise_error()
+        return run.program.outputs["seen"].value
+
+    # Before the first deployment the stack has no outputs; a preview reads them as an `up` does.
+    assert seen(up([], reference="self", stamp="one")) is None
+    assert seen(up([], preview=True, reference="self", stamp="two")) == "one"
+    # A failed `up` leaves the outputs of the last successful one.
+    failed = up([{"name": "bad", "create": "fail"}], reference="self", stamp="bad")
+    assert failed.error is not None
+    assert engine.stack_outputs["fleet"]["stamp"] == "one"
+    assert seen(up([{"name": "a", "create": "make a"}], reference="self", stamp="a")) == "one"
+    assert seen(up([{"name": "a", "create": "make a"}], reference="self", stamp="a")) == "out of make a"
+    # Another stack is not this engine's to answer: the engine's backend says it does not know it.
+    other = up([], reference="organization/mlcluster/prod")
+    assert other.error is not None and 'unknown stack "organization/mlcluster/prod"' in str(other.error)

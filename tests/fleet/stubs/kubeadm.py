@@ -1,5 +1,7 @@
-"""kubeadm: init, join, token create, upload-certs, reset and upgrade plan/apply/node, validating configs against
-the v1beta4 schema and upgrades against the version-skew rules.
+"""kubeadm: init, join, token create, upload-certs, reset, upgrade plan/apply/node and certs check-expiration/renew,
+validating configs against the v1beta4 schema and upgrades against the version-skew rules. Certificates expire a
+year after they are issued (init, a control plane's join, renew, an upgrade) by the fleet clock; the admin
+kubeconfig's client certificate is registered with the fleet "API", which refuses it once expired.
 
 Configs are checked against ../shared/fixtures/upstream/config-schemas (unknown fields and a wrong
 apiVersion are errors), preflight checks what the node steps must have done (swap off, br_netfilter,
@@ -14,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +133,9 @@ def _labels_of(registration: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def _kubeconfig(endpoint: str, cluster_name: str, user: str, client_key: str, ca: str) -> str:
+def _kubeconfig(
+    endpoint: str, cluster_name: str, user: str, client_key: str, ca: str, *, client_certificate: str | None = None
+) -> str:
     return yaml.safe_dump(
         {
             "apiVersion": "v1",
@@ -144,7 +149,8 @@ def _kubeconfig(endpoint: str, cluster_name: str, user: str, client_key: str, ca
                 {
                     "name": user,
                     "user": {
-                        "client-certificate-data": base64.b64encode(f"cert-{user}".encode()).decode(),
+                        "client-certificate-data": client_certificate
+                        or base64.b64encode(f"cert-{user}".encode()).decode(),
                         "client-key-data": client_key,
                     },
                 }
@@ -221,6 +227,114 @@ def _kubelet_too_new(host: Host, cluster: dict[str, Any]) -> None:
         )
 
 
+CERTIFICATE_SECONDS = 365 * 86400
+CA_SECONDS = 10 * 365 * 86400
+PKI_EXPIRY = Path("/etc/kubernetes/pki/expiry.json")
+"""The stub's certificates: name -> notAfter (the fleet clock), as kubeadm names them in check-expiration."""
+CONTROL_PLANE_CERTIFICATES = (
+    "admin.conf",
+    "apiserver",
+    "apiserver-etcd-client",
+    "apiserver-kubelet-client",
+    "controller-manager.conf",
+    "etcd-healthcheck-client",
+    "etcd-peer",
+    "etcd-server",
+    "front-proxy-client",
+    "scheduler.conf",
+)
+AUTHORITIES = {"ca": "ca", "etcd-ca": "etcd-ca", "front-proxy-ca": "front-proxy-ca"}
+
+
+def _admin_certificate(host: Host, cluster: dict[str, Any]) -> str:
+    """A new client certificate for kubernetes-admin, valid a year from the fleet clock (the API checks it)."""
+    data = base64.b64encode(f"cert-kubernetes-admin-{secrets.token_hex(6)}".encode()).decode()
+    cluster.setdefault("clientCertificates", {})[data] = host.now() + CERTIFICATE_SECONDS
+    return data
+
+
+def _admin_kubeconfig(host: Host, cluster: dict[str, Any], endpoint: str) -> str:
+    """admin.conf as kubeadm writes it on a control plane: the cluster's admin key, a new client certificate."""
+    return _kubeconfig(
+        endpoint,
+        cluster["name"],
+        "kubernetes-admin",
+        cluster["adminKey"],
+        cluster["ca"],
+        client_certificate=_admin_certificate(host, cluster),
+    )
+
+
+def _issue_certificates(host: Host, *, first: bool) -> None:
+    names = [*CONTROL_PLANE_CERTIFICATES, *(["super-admin.conf"] if first else [])]
+    dates: dict[str, float] = {name: host.now() + CERTIFICATE_SECONDS for name in names}
+    dates |= {f"ca:{name}": host.now() + CA_SECONDS for name in AUTHORITIES}
+    _write(PKI_EXPIRY, json.dumps(dates))
+
+
+def _rfc3339(moment: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+def certs(host: Host, argv: list[str]) -> int:
+    """`certs check-expiration [-o json]` and `certs renew all` against this node's certificates."""
+    if not PKI_EXPIRY.exists():
+        raise fail("[check-expiration] error reading the certificates: open /etc/kubernetes/pki/ca.crt: no such file")
+    dates: dict[str, float] = json.loads(PKI_EXPIRY.read_text())
+    if argv[:1] == ["check-expiration"]:
+        if _option(argv, "-o") != "json" and _option(argv, "--output") != "json":
+            raise fail("kubeadm certs check-expiration: this stub prints -o json only")
+        now = host.now()
+
+        def entry(name: str, ca: str | None) -> dict[str, Any]:
+            key = name if ca is not None else f"ca:{name}"
+            return {
+                "name": name,
+                "expirationDate": _rfc3339(dates[key]),
+                "residualTime": int(dates[key] - now),
+                "externallyManaged": False,
+                **({"caName": ca} if ca else {}),
+                "missing": False,
+            }
+
+        info = {
+            "kind": "CertificateExpirationInfo",
+            "apiVersion": "output.kubeadm.k8s.io/v1alpha3",
+            "certificates": [
+                entry(n, "etcd-ca" if n.startswith("etcd") else "front-proxy-ca" if n.startswith("front") else "ca")
+                for n in sorted(dates)
+                if not n.startswith("ca:")
+            ],
+            "certificateAuthorities": [entry(n, None) for n in AUTHORITIES],
+        }
+        print(json.dumps(info, indent=4))
+        return 0
+    if argv[:2] == ["renew", "all"]:
+        _renew(host, dates)
+        print(
+            "Done renewing certificates. You must restart the kube-apiserver, kube-controller-manager, kube-scheduler"
+        )
+        print("and etcd, so that they can use the new certificates.")
+        return 0
+    raise fail(f"kubeadm certs: the stub does not know {' '.join(argv)}")
+
+
+def _renew(host: Host, dates: dict[str, float]) -> None:
+    """Every certificate (not the authorities) a year from now; the kubeconfigs get new client certificates."""
+    for name in dates:
+        if not name.startswith("ca:"):
+            dates[name] = host.now() + CERTIFICATE_SECONDS
+            print(f"certificate {name} renewed")
+    _write(PKI_EXPIRY, json.dumps(dates))
+    endpoint = _admin_endpoint()
+    for path in (ADMIN_CONF, Path("/etc/kubernetes/super-admin.conf")):
+        if path.exists():
+            config = yaml.safe_load(path.read_text())
+            with host.cluster(endpoint) as cluster:
+                config["users"][0]["user"]["client-certificate-data"] = _admin_certificate(host, cluster)
+            _write(path, yaml.safe_dump(config, sort_keys=False))
+
+
 def init(host: Host, argv: list[str]) -> int:
     if argv[:2] == ["phase", "upload-certs"]:
         return upload_certs(host, argv[2:])
@@ -263,10 +377,11 @@ def init(host: Host, argv: list[str]) -> int:
             cluster["certificateKey"] = secrets.token_hex(32)
             cluster["certificateKeyExpires"] = host.now() + CERTIFICATE_KEY_TTL
             cluster["issuedCertificateKeys"] = [cluster["certificateKey"]]
-        admin = _kubeconfig(endpoint, cluster["name"], "kubernetes-admin", cluster["adminKey"], cluster["ca"])
+        admin = _admin_kubeconfig(host, cluster, endpoint)
         ca_hash, key = cluster["caHash"], cluster["certificateKey"]
     _write(ADMIN_CONF, admin)
     _write(Path("/etc/kubernetes/super-admin.conf"), admin)
+    _issue_certificates(host, first=True)
     _write(
         KUBELET_CONF,
         _kubeconfig(
@@ -370,7 +485,7 @@ def join(host: Host, argv: list[str]) -> int:
         cluster["nodes"][name] = node
         record_versions(cluster, f"kubeadm join {name}")
         version = cluster["version"]
-        admin = _kubeconfig(endpoint, cluster["name"], "kubernetes-admin", cluster["adminKey"], cluster["ca"])
+        admin = _admin_kubeconfig(host, cluster, endpoint) if control_plane else ""
     _write(
         KUBELET_CONF,
         _kubeconfig(
@@ -380,6 +495,7 @@ def join(host: Host, argv: list[str]) -> int:
     _write(Path("/var/lib/kubelet/config.yaml"), "kind: KubeletConfiguration\n", 0o644)
     if control_plane:
         _write(ADMIN_CONF, admin)
+        _issue_certificates(host, first=False)
         _write_static_pods(version)
     print("[preflight] Running pre-flight checks")
     print(
@@ -491,9 +607,8 @@ def upgrade(host: Host, argv: list[str]) -> int:
             node["controlPlaneVersion"] = wanted
             record_versions(cluster, f"kubeadm upgrade apply {name}")
             _write_static_pods(wanted)
-            print(f'[upgrade/successful] SUCCESS! Your cluster was upgraded to "v{wanted}". Enjoy!')
-            return 0
-        if action == "node":
+            message = f'[upgrade/successful] SUCCESS! Your cluster was upgraded to "v{wanted}". Enjoy!'
+        elif action == "node":
             kubeadm_version = package_version(host, "kubeadm")
             if version_tuple(kubeadm_version)[:2] < version_tuple(cluster["version"])[:2]:
                 raise fail(
@@ -504,13 +619,18 @@ def upgrade(host: Host, argv: list[str]) -> int:
                 node["controlPlaneVersion"] = cluster["version"]
                 record_versions(cluster, f"kubeadm upgrade node {name}")
                 _write_static_pods(cluster["version"])
-            print("[upgrade] The configuration for this node was successfully upgraded!")
-            return 0
-    raise fail(f"kubeadm upgrade: the stub does not know {' '.join(argv)}")
+            message = "[upgrade] The configuration for this node was successfully upgraded!"
+        else:
+            raise fail(f"kubeadm upgrade: the stub does not know {' '.join(argv)}")
+    # kubeadm's default --certificate-renewal=true: a control plane's upgrade renews its certificates.
+    if PKI_EXPIRY.exists():
+        _renew(host, json.loads(PKI_EXPIRY.read_text()))
+    print(message)
+    return 0
 
 
 def kubeadm(host: Host, argv: list[str]) -> int:
-    commands = {"init": init, "join": join, "token": token, "reset": reset, "upgrade": upgrade}
+    commands = {"init": init, "join": join, "token": token, "reset": reset, "upgrade": upgrade, "certs": certs}
     if not argv or argv[0] not in commands:
         raise fail(f"kubeadm: the stub does not know {' '.join(argv)}")
     return commands[argv[0]](host, argv[1:])

@@ -1,8 +1,8 @@
 """kubectl against the fleet's cluster state: get, drain, cordon, delete and label nodes; list pods (a test
-puts "running job" markers in the cluster's `pods`); `get --raw /version`.
+puts "running job" markers in the cluster's `pods`); `get --raw /version` and `/readyz`.
 
-The kubeconfig must be one the cluster issued (its server names the cluster, its client key must match),
-as an API server would refuse anything else.
+The kubeconfig must be one the cluster issued (its server names the cluster, its client key must match, its
+client certificate is one kubeadm issued and has not expired), as an API server would refuse anything else.
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ def _cluster_endpoint(host: Host, argv: list[str]) -> str:
     if not host.cluster_exists(endpoint):
         raise fail(f"Unable to connect to the server: dial tcp {endpoint}: connect: connection refused")
     with host.cluster(endpoint) as cluster:
-        if config["users"][0]["user"].get("client-key-data") != cluster["adminKey"]:
+        user = config["users"][0]["user"]
+        # The API server accepts a client certificate its CA issued, until its notAfter (a year for kubeadm's).
+        not_after = (cluster.get("clientCertificates") or {}).get(user.get("client-certificate-data"))
+        if user.get("client-key-data") != cluster["adminKey"] or not_after is None or not_after < host.now():
             raise fail("error: You must be logged in to the server (Unauthorized)")
     return endpoint
 
@@ -91,6 +94,9 @@ def kubectl(host: Host, argv: list[str]) -> int:
     verb, rest = words[0], words[1:]
     raw = _option(argv, "--raw")
     if verb == "get" and raw is not None:
+        if raw == "/readyz":
+            print("ok")
+            return 0
         if raw != "/version":
             raise fail(f"kubectl: the stub does not serve {raw}")
         with host.cluster(endpoint) as cluster:

@@ -1,0 +1,72 @@
+"""Certificates: kubeadm's certificate expiry dates on every control plane, renewed through `pulumi up`.
+
+The dates come from the previous deployment's `certificates` output (a StackReference to this stack: a preview
+runs no command, so that is the freshest reading it can have); components/render/certificates.py decides from
+them, against this program's clock, whether this run renews. The steps run one control plane at a time, the
+first one first; the first control plane's step is what the admin kubeconfig is read after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import pulumi
+from pulumi_command import remote
+
+from .config.spec import Spec
+from .node_command import step_command
+from .render.certificates import OUTPUT, Decision, certificates_step, decide, record_from_output, record_output
+
+
+def utc_now() -> datetime:
+    """The program's clock (the SSH fleet's tests move it with the stubs' clock)."""
+    return datetime.now(UTC)
+
+
+class Certificates(pulumi.ComponentResource):
+    """`member[node]`: the resource after which a control plane is in the cluster (init, or its join)."""
+
+    renew_before: pulumi.Output[str]
+    record: pulumi.Output[dict[str, Any]]
+
+    def __init__(
+        self, spec: Spec, member: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mlcluster:certificates:Certificates", spec.cluster.name, None, opts)
+        # Before the first deployment the stack has no outputs: the reference answers an empty map.
+        own_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+        previous = pulumi.StackReference(own_stack, opts=pulumi.ResourceOptions(parent=self))
+        now = utc_now()
+        decision = previous.get_output(OUTPUT).apply(
+            lambda value: decide(record_from_output(value), now, spec.certificates)
+        )
+        decision.apply(self._report)
+        self.renew_before = decision.apply(lambda d: d.renew_before)
+        self.steps: dict[str, remote.Command] = {}
+        after: list[pulumi.Resource] = []
+        for node in spec.control_planes:
+            step = step_command(
+                f"{node.name}-certificates",
+                spec,
+                node,
+                certificates_step(node, ""),
+                parent=self,
+                depends_on=[member[node.name], *after],
+                rendered=self.renew_before.apply(partial(certificates_step, node)),
+            )
+            self.steps[node.name] = step
+            after = [step]
+        names = list(self.steps)
+        self.record = pulumi.Output.all(self.renew_before, *(s.stdout for s in self.steps.values())).apply(
+            lambda values: record_output(values[0], dict(zip(names, values[1:], strict=True)))
+        )
+        self.register_outputs({"record": self.record})
+
+    def _report(self, decision: Decision) -> None:
+        if decision.warn:
+            pulumi.log.warn(decision.message, resource=self)
+        else:
+            pulumi.log.info(decision.message, resource=self)

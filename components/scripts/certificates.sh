@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Step (each control plane, one at a time, the first one first): kubeadm's certificate expiry dates, renewed when
+# the program asks. RENEW_BEFORE empty: only read them. RENEW_BEFORE set (a UTC date the program chose from the
+# dates the last `up` recorded): renew when this node's earliest certificate expires before it. The check is
+# against the certificates themselves, not this node's clock, so a node renewed already (by `kubeadm upgrade`, by
+# hand, or by a run that failed later) prints ok:. After a renewal the control-plane static pods restart the way
+# kubeadm documents it (manifests out of the kubelet's directory and back), bounded by RESTART_TIMEOUT_SECONDS.
+# The last line carries kubeadm's dates for the program (`ok: certificates: <JSON>`): dates only, no key material.
+set -euo pipefail
+: "${NODE_NAME:?}" "${RENEW_BEFORE?}" "${MANIFESTS:?}" "${PARKED:?}" "${RESTART_TIMEOUT_SECONDS:?}" "${POLL_SECONDS:?}"
+: "${CERTS_LOG:?}"
+components=(kube-apiserver kube-controller-manager kube-scheduler etcd)
+
+expiration() { run_long kubeadm certs check-expiration -o json; }
+
+# The earliest expirationDate kubeadm printed (RFC 3339 in UTC, so they sort as text).
+earliest() { grep -o '"expirationDate": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/' | sort | head -n 1; }
+
+running() { [ -n "$(crictl ps --name "^$1\$" -q)" ]; }
+
+api_ready() { kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /readyz >/dev/null 2>&1; }
+
+none_running() {
+  local c
+  for c in "${components[@]}"; do
+    if running "$c"; then return 1; fi
+  done
+}
+
+wait_for() {
+  local what=$1 deadline
+  shift
+  deadline=$(($(date +%s) + RESTART_TIMEOUT_SECONDS))
+  until "$@"; do
+    [ "$(date +%s)" -lt "$deadline" ] || die "$NODE_NAME: $what not within ${RESTART_TIMEOUT_SECONDS}s"
+    sleep "$POLL_SECONDS"
+  done
+}
+
+# Manifests parked by a run that stopped half-way go back first: the kubelet runs only what is in MANIFESTS.
+bring_back() {
+  if compgen -G "$PARKED/*.yaml" >/dev/null; then
+    mv "$PARKED"/*.yaml "$MANIFESTS/"
+    wait_for "kube-apiserver running again" running kube-apiserver
+    wait_for "the API server ready again (/readyz)" api_ready
+    changed "$NODE_NAME: control-plane pods started again from $MANIFESTS"
+  fi
+}
+
+bring_back
+info=$(expiration)
+first=$(printf '%s\n' "$info" | earliest)
+[ -n "$first" ] || die "$NODE_NAME: kubeadm certs check-expiration printed no expiration date"
+if [ -z "$RENEW_BEFORE" ]; then
+  ok "$NODE_NAME: earliest certificate expires $first"
+elif [[ ! "$first" < "$RENEW_BEFORE" ]]; then
+  ok "$NODE_NAME: earliest certificate expires $first, not before $RENEW_BEFORE: nothing to renew"
+else
+  run_logged "$CERTS_LOG" kubeadm certs renew all
+  changed "$NODE_NAME: kubeadm certs renew all (the earliest expired $first, before $RENEW_BEFORE)"
+  mkdir -p "$PARKED" && chmod 0700 "$PARKED"
+  for c in "${components[@]}"; do
+    if [ -f "$MANIFESTS/$c.yaml" ]; then mv "$MANIFESTS/$c.yaml" "$PARKED/"; fi
+  done
+  wait_for "the control-plane pods stopped" none_running
+  bring_back
+  info=$(expiration)
+  ok "$NODE_NAME: earliest certificate now expires $(printf '%s\n' "$info" | earliest)"
+fi
+ok "certificates: $(printf '%s' "$info" | tr -d '\n' | tr -s ' ')"
