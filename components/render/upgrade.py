@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..config.checks import duration_seconds, version_tuple
+from ..config.gpu import KUEUE_ADMITTED_SELECTOR
 from ..config.spec import NodeSpec, Spec
 from .kueue import QUEUE_NAME_LABEL
 from .shell import NodeStep, render_script
@@ -35,7 +36,7 @@ from .tuning_steps import restart_batches
 UPGRADE_LOG_DIR = "/var/log/mlcluster"
 CORDON_MARKERS = "/var/lib/mlcluster/upgrade-cordoned"
 """On the draining control plane: the nodes the upgrade cordoned (only those are uncordoned after it)."""
-KUEUE_POD_LABELS = ("kueue.x-k8s.io/podset", QUEUE_NAME_LABEL)
+KUEUE_POD_LABELS = (KUEUE_ADMITTED_SELECTOR, QUEUE_NAME_LABEL)
 """Pods of Kueue-admitted jobs carry the first (Kueue sets it on admission); pods whose own template names a
 queue carry the second."""
 POLL_SECONDS = 5
