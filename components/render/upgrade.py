@@ -3,8 +3,9 @@
 Changing `kubernetesVersion` is the upgrade. The steps exist from day 1 and print `ok:` while every node is at
 the version (their text names the version, so a change makes them run again, in this order):
 
-1. `upgrade-preflight` on the first control plane: one minor at a time, no downgrade, the target's packages
-   exist for the OS family; `kubeadm upgrade plan`.
+0. Before it, every node's preparation (`kube-packages`) checked that node's repository offers the target's
+   packages: the upgrade waits for every node's membership, and so for every preparation.
+1. `upgrade-preflight` on the first control plane: one minor at a time, no downgrade; `kubeadm upgrade plan`.
 2. `etcd-snapshot` (pre-upgrade) on the first control plane.
 3. `upgrade-control-plane` on each control plane, one at a time, the first one first: kubeadm package, then
    `kubeadm upgrade apply` on the first and `kubeadm upgrade node` on the others (the static pods move).
