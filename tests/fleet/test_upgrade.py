@@ -260,6 +260,12 @@ def test_snapshot_timer_and_retention(fleet, fleet_engine) -> None:
     assert "mlcluster-etcd-snapshot.timer enabled" in (run.step("cp-1-etcd-snapshot-timer").stdout or "")
     assert "OnCalendar=daily" in hosts["cp-1"].read("/etc/systemd/system/mlcluster-etcd-snapshot.timer")
     assert hosts["cp-1"].state()["services"]["mlcluster-etcd-snapshot.timer"]["active"]
+    # The restore procedure is installed beside it, every control plane named, and refuses to guess a snapshot.
+    restore = hosts["cp-1"].run("bash /var/lib/mlcluster/etcd-restore.sh", check=False)
+    assert restore.returncode == 1 and "no snapshot given (--snapshot FILE): nothing was changed" in restore.stderr
+    assert f"INITIAL_CLUSTER=cp-1=https://{hosts['cp-1'].address}:2380" in hosts["cp-1"].read(
+        "/var/lib/mlcluster/etcd-restore.sh"
+    )
     # What the timer runs: three scheduled snapshots, each verified, two kept in both places.
     for _ in range(3):
         out = hosts["cp-1"].run("bash /var/lib/mlcluster/etcd-snapshot.sh").stdout
