@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 import yaml
 
 from . import checks
-from .schema import INT32, Problems, join_path, setting
+from .schema import Problems, join_path, setting
 
 if TYPE_CHECKING:
     from .spec import Spec
@@ -19,7 +19,9 @@ KUEUE_ADMITTED_SELECTOR = "kueue.x-k8s.io/podset"
 """Kueue sets this label on the pods of every workload it admits (the first label `upgrade.gpuJobs` looks for)."""
 
 
-NONNEGATIVE_SECONDS = checks.between(0, INT32[1])
+def non_negative(value: int) -> str | None:
+    """A count or timeout where 0 has a meaning of its own (no limit, wait forever); the parser caps it at int32."""
+    return None if value >= 0 else "must be 0 or more"
 
 
 def chart_selector(value: str) -> str | None:
@@ -51,7 +53,7 @@ class WaitForCompletionSpec:
     timeout_seconds: int = setting(
         0,
         doc="How long a node waits for those pods; 0 waits until they finish. Past it the operator deletes them.",
-        check=NONNEGATIVE_SECONDS,
+        check=non_negative,
     )
 
 
@@ -59,7 +61,7 @@ class WaitForCompletionSpec:
 class GpuPodDeletionSpec:
     force: bool = setting(False, doc="Also delete GPU pods that no controller manages (they are not recreated).")
     timeout_seconds: int = setting(
-        300, doc="How long the operator waits for GPU pods to terminate; 0 waits forever.", check=NONNEGATIVE_SECONDS
+        300, doc="How long the operator waits for GPU pods to terminate; 0 waits forever.", check=non_negative
     )
     delete_empty_dir: bool = setting(False, doc="Also delete GPU pods that use emptyDir volumes (their data is lost).")
 
@@ -73,7 +75,7 @@ class DriverDrainSpec:
     pod_selector: str = setting(
         "", doc="Label selector of the pods the drain evicts; empty: every pod.", check=chart_selector
     )
-    timeout_seconds: int = setting(300, doc="How long the drain may take; 0 waits forever.", check=NONNEGATIVE_SECONDS)
+    timeout_seconds: int = setting(300, doc="How long the drain may take; 0 waits forever.", check=non_negative)
     delete_empty_dir: bool = setting(False, doc="Drain pods that use emptyDir volumes (their data is lost).")
 
 
@@ -87,7 +89,7 @@ class DriverUpgradePolicySpec:
         " a new driver reaches a node only when its driver pod is deleted by hand.",
     )
     max_parallel_upgrades: int = setting(
-        1, doc="Nodes whose driver is upgraded at the same time; 0: no limit.", check=checks.between(0, INT32[1])
+        1, doc="Nodes whose driver is upgraded at the same time; 0: no limit.", check=non_negative
     )
     max_unavailable: str = setting(
         "25%",
