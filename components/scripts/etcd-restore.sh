@@ -15,10 +15,11 @@ if ! declare -F die >/dev/null; then
   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fi
 usage="usage: etcd-restore.sh --snapshot FILE [--initial-cluster NAME=https://IP:2380,...] [--name NAME] [--peer-url URL] [--manifests DIR] | --start [--manifests DIR]"
+INITIAL_CLUSTER=${INITIAL_CLUSTER:-}
+MANIFESTS=${MANIFESTS:-/etc/kubernetes/manifests}
+STOP_TIMEOUT_SECONDS=${STOP_TIMEOUT_SECONDS:-120}
 snapshot="" name="" peer_url="" start=false
-initial_cluster=${INITIAL_CLUSTER:-}
-manifests=${MANIFESTS:-/etc/kubernetes/manifests}
-stop_timeout=${STOP_TIMEOUT_SECONDS:-120}
+initial_cluster=$INITIAL_CLUSTER manifests=$MANIFESTS stop_timeout=$STOP_TIMEOUT_SECONDS
 while [ $# -gt 0 ]; do
   case $1 in
     --snapshot | --initial-cluster | --name | --peer-url | --manifests)
