@@ -29,7 +29,7 @@ plan-all: setup
 
 ## Lint, type-check, shellcheck, then every test (the SSH fleet tests need root and network namespaces).
 test: setup lint
-	@PYTHON=$(PYTHON) bash .ci/os-packages venv fleet
+	@PYTHON=$(PYTHON) bash .ci/os-packages venv fleet etcd
 	$(BIN)/python -m pytest
 
 lint: setup shellcheck

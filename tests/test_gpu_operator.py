@@ -28,10 +28,11 @@ from components.render.kueue import resource_flavors
 
 from .conftest import as_config, load_spec, stack_values
 from .gpu_host import H200_LSPCI, H200_SMI, FakeGpuHost
+from .helm_render import render_chart
 from .test_chart_values import template_only_keys_read
 from .test_config_validation import base, errors_of, parse
 from .test_gpu_preflight import run_preflight
-from .upstream import chart_values, unknown_value_keys
+from .upstream import chart_values, custom_resource_errors, unknown_value_keys
 
 UPSTREAM_GPU_OPERATOR = ("gpu-operator", "v26.7.0")
 
@@ -404,3 +405,153 @@ def test_kueue_flavors_select_and_tolerate_the_gpu_nodes_we_label_and_taint() ->
         assert any(tolerates(t, GPU_TAINT) for t in upstream["daemonsets"]["tolerations"])
     for node in (n for n in spec.nodes if n.gpu is None):
         assert not [f for f in flavors if f["spec"]["nodeLabels"].items() <= node_labels(node).items()], node.name
+
+
+# --- driver upgradePolicy: rendered by the real Helm engine into a ClusterPolicy the CRD accepts -----------------
+
+
+def rendered_upgrade_policy(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The ClusterPolicy's spec.driver.upgradePolicy as Helm renders it, and what the chart's CRD says of it."""
+    chart = render_chart(
+        *UPSTREAM_GPU_OPERATOR, values, release="gpu-operator", namespace="gpu-operator", kube_version="1.34.2"
+    )
+    [policy] = chart.of_kind("ClusterPolicy")
+    [crd] = [c for c in chart.crds if c["spec"]["names"]["kind"] == "ClusterPolicy"]
+    return policy["spec"]["driver"]["upgradePolicy"], custom_resource_errors(policy, crd, "ClusterPolicy CRD")
+
+
+CHART_POD_DELETION = {"force": False, "timeoutSeconds": 300, "deleteEmptyDir": False}
+CHART_DRAIN = {"enable": False, "force": False, "timeoutSeconds": 300, "deleteEmptyDir": False}
+
+
+@pytest.mark.parametrize(
+    ("upgrade", "policy", "expected"),
+    [
+        pytest.param(
+            {},
+            {},
+            {
+                "autoUpgrade": True,
+                "maxParallelUpgrades": 1,
+                "maxUnavailable": "25%",
+                "waitForCompletion": {"timeoutSeconds": 0, "podSelector": "kueue.x-k8s.io/podset"},
+                "podDeletion": CHART_POD_DELETION,
+                "drain": CHART_DRAIN,
+            },
+            id="default-waits-for-kueue-jobs",
+        ),
+        pytest.param(
+            {"gpuJobs": "evict"},
+            {},
+            {
+                "autoUpgrade": True,
+                "maxParallelUpgrades": 1,
+                "maxUnavailable": "25%",
+                "waitForCompletion": {"timeoutSeconds": 0},
+                "podDeletion": CHART_POD_DELETION,
+                "drain": CHART_DRAIN,
+            },
+            id="gpuJobs-evict-waits-for-none",
+        ),
+        pytest.param(
+            {"gpuJobs": "evict"},
+            {
+                "autoUpgrade": False,
+                "maxParallelUpgrades": 0,
+                "maxUnavailable": 2,
+                "waitForCompletion": {"podSelector": "team in (a, b),!preemptible", "timeoutSeconds": 3600},
+                "gpuPodDeletion": {"force": True, "timeoutSeconds": 0, "deleteEmptyDir": True},
+                "drain": {"enable": True, "podSelector": "app!=keep", "timeoutSeconds": 600, "deleteEmptyDir": True},
+            },
+            {
+                "autoUpgrade": False,
+                "maxParallelUpgrades": 0,
+                "maxUnavailable": 2,
+                "waitForCompletion": {"timeoutSeconds": 3600, "podSelector": "team in (a, b),!preemptible"},
+                "podDeletion": {"force": True, "timeoutSeconds": 0, "deleteEmptyDir": True},
+                "drain": {
+                    "enable": True,
+                    "force": False,
+                    "podSelector": "app!=keep",
+                    "timeoutSeconds": 600,
+                    "deleteEmptyDir": True,
+                },
+            },
+            id="everything-given",
+        ),
+    ],
+)
+def test_driver_upgrade_policy_reaches_the_cluster_policy(upgrade, policy, expected) -> None:
+    values = gpu_values(driver="operator", driverUpgradePolicy=policy)
+    values["upgrade"] = upgrade
+    rendered, errors = rendered_upgrade_policy(gpu_operator_values(parse(values), True))
+    assert errors == []
+    assert rendered == expected
+    unknown = unknown_value_keys(gpu_operator_values(parse(values), True), chart_values(*UPSTREAM_GPU_OPERATOR))
+    assert template_only_keys_read(*UPSTREAM_GPU_OPERATOR, unknown) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "broken"),
+    [
+        # What validation refuses, forced past it: the CRD check or the text read back catches each one.
+        (("waitForCompletion", "timeoutSeconds"), -1, "minimum"),
+        (("drain", "timeoutSeconds"), -5, "minimum"),
+        (("waitForCompletion", "podSelector"), "true", "not of type 'string'"),
+        (("drain", "podSelector"), "!spot,team=a", "read back"),
+    ],
+)
+def test_a_policy_that_validation_refuses_breaks_the_rendered_cluster_policy(key, value, broken) -> None:
+    values = copy.deepcopy(gpu_operator_values(parse(gpu_values(driver="operator")), True))
+    values["driver"]["upgradePolicy"][key[0]][key[1]] = value
+    try:
+        rendered, errors = rendered_upgrade_policy(values)
+    except yaml.YAMLError as error:  # the rendered text no longer parses
+        errors = [f"read back: {error}"]
+    else:
+        if rendered[key[0]].get(key[1]) != value and isinstance(value, str):
+            errors.append(f"read back as {rendered[key[0]].get(key[1])!r}")
+    assert any(broken in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({"maxUnavailable": "0"}, 'driverUpgradePolicy.maxUnavailable: "0" is not a node count'),
+        ({"maxUnavailable": "0%"}, 'driverUpgradePolicy.maxUnavailable: "0%" is not a node count'),
+        ({"maxUnavailable": "150%"}, 'driverUpgradePolicy.maxUnavailable: "150%" is not a node count'),
+        ({"maxUnavailable": "half"}, 'driverUpgradePolicy.maxUnavailable: "half" is not a node count'),
+        ({"maxParallelUpgrades": -1}, "driverUpgradePolicy.maxParallelUpgrades: -1 must be 0 or more"),
+        ({"waitForCompletion": {"timeoutSeconds": -1}}, "waitForCompletion.timeoutSeconds: -1 must be 0 or more"),
+        ({"gpuPodDeletion": {"timeoutSeconds": -1}}, "gpuPodDeletion.timeoutSeconds: -1 must be 0 or more"),
+        ({"drain": {"timeoutSeconds": -1}}, "drain.timeoutSeconds: -1 must be 0 or more"),
+        ({"drain": {"timeoutSeconds": "5m"}}, 'drain.timeoutSeconds: must be an integer, got "5m"'),
+        ({"drain": {"enable": "yes"}}, 'drain.enable: must be true or false, got "yes"'),
+        ({"gpuPodDeletion": {"forse": True}}, 'gpuPodDeletion.forse: unknown key (did you mean "force"?)'),
+        ({"waitForCompletion": {"podSelector": "a in ()"}}, "needs at least one value"),
+        ({"waitForCompletion": {"podSelector": "team=a b"}}, "not a label selector term"),
+        ({"waitForCompletion": {"podSelector": "-x"}}, "is not a valid label key"),
+        ({"drain": {"podSelector": "app=-bad"}}, "is not a valid label value"),
+        ({"drain": {"podSelector": "a notin (x,-y)"}}, "is not a valid label value"),
+        ({"drain": {"podSelector": "!spot"}}, "is written unquoted into the ClusterPolicy"),
+        ({"waitForCompletion": {"podSelector": "true"}}, "is written unquoted into the ClusterPolicy"),
+    ],
+)
+def test_driver_upgrade_policy_validation(policy, expected) -> None:
+    errors = errors_of(gpu_values(driverUpgradePolicy=policy))
+    assert any(e.startswith("mlcluster:gpuOperator.driverUpgradePolicy.") and expected in e for e in errors), errors
+
+
+def test_every_driver_upgrade_policy_error_is_reported_at_once() -> None:
+    policy = {
+        "maxUnavailable": "0",
+        "waitForCompletion": {"podSelector": "!x"},
+        "drain": {"podSelector": "a in ()", "timeoutSeconds": -1},
+    }
+    errors = [e.split(":")[1] for e in errors_of(gpu_values(driverUpgradePolicy=policy))]
+    assert sorted(errors) == [
+        "gpuOperator.driverUpgradePolicy.drain.podSelector",
+        "gpuOperator.driverUpgradePolicy.drain.timeoutSeconds",
+        "gpuOperator.driverUpgradePolicy.maxUnavailable",
+        "gpuOperator.driverUpgradePolicy.waitForCompletion.podSelector",
+    ]

@@ -10,8 +10,10 @@ from components.config.load import spec_from_values
 from components.config.schema import ConfigError
 from components.config.spec import Spec
 from components.render.etcd_snapshots import timer_step
+from components.render.node_steps import prepare_steps
 from components.render.upgrade import CONTROL_PLANE_COMPONENTS, Versions, simulate, skew_problems, upgrade_steps
 
+from .conftest import load_spec, stack_values
 from .test_config_validation import HOST_KEY
 
 
@@ -126,3 +128,32 @@ def test_snapshot_timer_runs_the_same_script_as_the_pre_upgrade_snapshot() -> No
     pre_upgrade = upgrade_steps(spec)[1][0].step
     body = pre_upgrade.script.split("# Step/timer", 1)[1] if pre_upgrade.script else ""
     assert body and body in timer["SNAPSHOT_SCRIPT_TEXT"]
+
+
+def waits_for(resources: dict[str, Any], name: str) -> set[str]:
+    """The names of every resource `name` waits for, directly or through others."""
+    by_urn = {r.urn: r for r in resources.values()}
+    seen: set[str] = set()
+    todo = list(resources[name].depends_on)
+    while todo:
+        urn = todo.pop()
+        if urn in by_urn and by_urn[urn].name not in seen:
+            seen.add(by_urn[urn].name)
+            todo += by_urn[urn].depends_on
+    return seen
+
+
+def test_the_upgrade_starts_after_every_node_checked_its_own_repository(run_stack) -> None:
+    """kube-packages, in every node's preparation, checks that node's repository offers the target (one SSH session
+    per node that runs anyway when the version changes); the upgrade's first step waits for all of them."""
+    run = run_stack("onprem")
+    resources = {r.name: r for r in run.resources}
+    nodes = [n for n in resources if n.endswith("-prepare")]
+    assert len(nodes) >= 5
+    assert set(nodes) <= waits_for(resources, "cp-1-upgrade-preflight")
+    # The check above can fail: a preparation waits for no upgrade step.
+    assert "cp-1-upgrade-preflight" not in waits_for(resources, nodes[-1])
+    spec = load_spec(*stack_values("onprem"))
+    for node in spec.nodes:
+        [packages] = [s for s in prepare_steps(spec, node) if s.name == "kube-packages"]
+        assert packages.settings["NODE_NAME"] == node.name

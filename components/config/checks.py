@@ -131,6 +131,51 @@ def between(low: float, high: float) -> Check:
     return check
 
 
+_MAX_UNAVAILABLE = re.compile(r"(\d+)(%?)", re.ASCII)
+
+
+def max_unavailable(value: str) -> str | None:
+    """Nodes out at once: a count or a percentage; zero would never let a rollout start."""
+    match = _MAX_UNAVAILABLE.fullmatch(value)
+    if not match or int(match.group(1)) == 0 or (match.group(2) and int(match.group(1)) > 100):
+        return "is not a node count (1, 2, ...) or a percentage (1%-100%)"
+    return None
+
+
+_SELECTOR_TERMS = re.compile(r",(?![^()]*\))")
+_SELECTOR_SET = re.compile(r"\s*(\S+)\s+(in|notin)\s*\(([^()]*)\)\s*", re.ASCII)
+_SELECTOR_EQUALITY = re.compile(r"\s*([^!=\s]+)\s*(==|=|!=)\s*([^\s]*)\s*", re.ASCII)
+_SELECTOR_EXISTS = re.compile(r"\s*(!?)\s*([^!=\s]+)\s*", re.ASCII)
+
+
+def label_selector(value: str) -> str | None:
+    """A label selector string as `kubectl -l` and the API's labelSelector take it (apimachinery labels.Parse):
+    comma-separated `key`, `!key`, `key=v`, `key==v`, `key!=v`, `key in (v,...)`, `key notin (v,...)`.
+    The empty selector (every pod) is allowed: the key's own doc says what it means there."""
+    if not value.strip():
+        return None
+    for term in _SELECTOR_TERMS.split(value):
+        if match := _SELECTOR_SET.fullmatch(term):
+            key, values = match.group(1), [v.strip() for v in match.group(3).split(",")]
+            if values == [""]:
+                return f"has {term.strip()!r}: an in/notin set needs at least one value"
+        elif match := _SELECTOR_EQUALITY.fullmatch(term):
+            key, values = match.group(1), [match.group(3)]
+        elif match := _SELECTOR_EXISTS.fullmatch(term):
+            key, values = match.group(2), []
+        else:
+            return (
+                f"has {term.strip()!r}, which is not a label selector term (key, !key, key=value, key!=value,"
+                " key in (a,b), key notin (a,b))"
+            )
+        if label_key(key):
+            return f"has {term.strip()!r}, whose key {key!r} is not a valid label key"
+        bad = [v for v in values if formats.label_value(v)]
+        if bad:
+            return f"has {term.strip()!r}, whose value {bad[0]!r} is not a valid label value"
+    return None
+
+
 def label_key(value: str) -> str | None:
     prefix, _, name = value.rpartition("/")
     if prefix and host(prefix):

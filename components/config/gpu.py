@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+import yaml
+
 from . import checks
 from .schema import Problems, join_path, setting
 
@@ -13,6 +15,94 @@ if TYPE_CHECKING:
 
 DRA_MINIMUM_KUBERNETES = (1, 34)
 """resource.k8s.io/v1 (Dynamic Resource Allocation) is GA, and on by default, from Kubernetes 1.34."""
+KUEUE_ADMITTED_SELECTOR = "kueue.x-k8s.io/podset"
+"""Kueue sets this label on the pods of every workload it admits (the first label `upgrade.gpuJobs` looks for)."""
+
+
+def non_negative(value: int) -> str | None:
+    """A count or timeout where 0 has a meaning of its own (no limit, wait forever); the parser caps it at int32."""
+    return None if value >= 0 else "must be 0 or more"
+
+
+def chart_selector(value: str) -> str | None:
+    """A label selector the chart can carry: its ClusterPolicy template writes podSelector unquoted, so a
+    selector YAML reads as something else (`!key` first is a YAML tag, `true` a boolean) breaks the object."""
+    problem = checks.label_selector(value)
+    if problem is None and value.strip():
+        try:
+            read = yaml.safe_load(f"podSelector: {value}")
+        except yaml.YAMLError:
+            read = None
+        if not isinstance(read, dict) or read.get("podSelector") != value:
+            return (
+                "is written unquoted into the ClusterPolicy by the chart, where YAML does not read it back as this"
+                " text: put a `!key` term after another term, or add a term"
+            )
+    return problem
+
+
+@dataclass(frozen=True)
+class WaitForCompletionSpec:
+    pod_selector: str | None = setting(
+        None,
+        doc="Label selector of the pods the driver upgrade waits for on a node before it touches the driver; an"
+        f" empty string waits for none. Default: `{KUEUE_ADMITTED_SELECTOR}` (pods of Kueue-admitted jobs) with"
+        " `upgrade.gpuJobs: wait`, none with `upgrade.gpuJobs: evict`.",
+        check=chart_selector,
+    )
+    timeout_seconds: int = setting(
+        0,
+        doc="How long a node waits for those pods; 0 waits until they finish. Past it the operator deletes them.",
+        check=non_negative,
+    )
+
+
+@dataclass(frozen=True)
+class GpuPodDeletionSpec:
+    force: bool = setting(False, doc="Also delete GPU pods that no controller manages (they are not recreated).")
+    timeout_seconds: int = setting(
+        300, doc="How long the operator waits for GPU pods to terminate; 0 waits forever.", check=non_negative
+    )
+    delete_empty_dir: bool = setting(False, doc="Also delete GPU pods that use emptyDir volumes (their data is lost).")
+
+
+@dataclass(frozen=True)
+class DriverDrainSpec:
+    enable: bool = setting(
+        False, doc="Drain the node (`kubectl drain`) before the driver reloads, beyond deleting its GPU pods."
+    )
+    force: bool = setting(False, doc="Drain pods that no controller manages too.")
+    pod_selector: str = setting(
+        "", doc="Label selector of the pods the drain evicts; empty: every pod.", check=chart_selector
+    )
+    timeout_seconds: int = setting(300, doc="How long the drain may take; 0 waits forever.", check=non_negative)
+    delete_empty_dir: bool = setting(False, doc="Drain pods that use emptyDir volumes (their data is lost).")
+
+
+@dataclass(frozen=True)
+class DriverUpgradePolicySpec:
+    """The chart's driver.upgradePolicy, under the same names (docs/cluster-care.md, GPU driver upgrades)."""
+
+    auto_upgrade: bool = setting(
+        True,
+        doc="Let the operator roll a new driver out node by node (cordon, wait, delete GPU pods, reload); false:"
+        " a new driver reaches a node only when its driver pod is deleted by hand.",
+    )
+    max_parallel_upgrades: int = setting(
+        1, doc="Nodes whose driver is upgraded at the same time; 0: no limit.", check=non_negative
+    )
+    max_unavailable: str = setting(
+        "25%",
+        doc="GPU nodes that may be unavailable during a driver rollout: a count or a percentage (rounded up).",
+        check=checks.max_unavailable,
+    )
+    wait_for_completion: WaitForCompletionSpec = setting(
+        default_factory=WaitForCompletionSpec, doc="Running GPU jobs a node waits for before its driver moves."
+    )
+    gpu_pod_deletion: GpuPodDeletionSpec = setting(
+        default_factory=GpuPodDeletionSpec, doc="How the pods still using the GPUs are deleted."
+    )
+    drain: DriverDrainSpec = setting(default_factory=DriverDrainSpec, doc="Optional node drain before the reload.")
 
 
 @dataclass(frozen=True)
@@ -42,6 +132,10 @@ class GpuOperatorSpec:
     dra: bool = setting(False, doc="Use NVIDIA's DRA driver instead of the device plugin (Kubernetes >= 1.34).")
     dra_driver_version: str = setting(
         "25.8.0", doc="nvidia-dra-driver-gpu chart version (with `dra: true`).", check=checks.pinned_chart_version
+    )
+    driver_upgrade_policy: DriverUpgradePolicySpec = setting(
+        default_factory=DriverUpgradePolicySpec,
+        doc="How the operator rolls a driver version change out over the GPU nodes (driver: operator).",
     )
     timeout_minutes: int = setting(
         40,

@@ -28,7 +28,6 @@ EVICTION_SIGNALS = (
 )
 RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
 _CONTAINERD_VERSION = re.compile(r"v?(\d+)\.(\d+)(\.\d+)?", re.ASCII)
-_MAX_UNAVAILABLE = re.compile(r"(\d+)(%?)", re.ASCII)
 # Mount points that hold the OS: an image disk mounted there would hide it.
 _SYSTEM_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/root", "/run", "/sbin", "/sys", "/usr", "/var")
 
@@ -68,13 +67,6 @@ def containerd_series(value: str) -> Literal["auto", "1.6", "1.7", "2"]:
     return "1.7" if minor >= 7 else "1.6"
 
 
-def _max_unavailable(value: str) -> str | None:
-    match = _MAX_UNAVAILABLE.fullmatch(value)
-    if not match or int(match.group(1)) == 0 or (match.group(2) and int(match.group(1)) > 100):
-        return "is not a node count (1, 2, ...) or a percentage (1%-100%)"
-    return None
-
-
 def _mount_point(value: str) -> str | None:
     # Written into /etc/fstab and containerd's unit drop-in (image-disk.sh), and containerd's TOML root.
     problem = formats.mount_path(value)
@@ -96,7 +88,7 @@ class RestartSpec:
         "25%",
         doc="Workers restarted (and, in a Kubernetes upgrade, drained and upgraded) at the same time: a count or a"
         " percentage of the workers (rounded down, at least 1).",
-        check=_max_unavailable,
+        check=checks.max_unavailable,
     )
 
 

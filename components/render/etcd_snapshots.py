@@ -17,6 +17,23 @@ SNAPSHOT_SCRIPT = "/var/lib/mlcluster/etcd-snapshot.sh"
 UNIT = "mlcluster-etcd-snapshot"
 
 
+RESTORE_SCRIPT = "/var/lib/mlcluster/etcd-restore.sh"
+STATIC_POD_MANIFESTS = "/etc/kubernetes/manifests"
+ETCD_PEER_PORT = 2380
+
+
+def initial_cluster(spec: Spec) -> str:
+    """etcd's --initial-cluster of the stacked members: kubeadm names each after its node and advertises its peer
+    URL on the node's advertise address (components/render/kubeadm.py: localAPIEndpoint)."""
+    hosts = {n.name: f"[{n.host}]" if ":" in n.host else n.host for n in spec.control_planes}
+    return ",".join(f"{name}=https://{host}:{ETCD_PEER_PORT}" for name, host in hosts.items())
+
+
+def restore_script(members: str, manifests: str = STATIC_POD_MANIFESTS) -> str:
+    """The restore procedure as installed on the control planes: run by hand, with --snapshot (docs/cluster-care.md)."""
+    return render_script("etcd-restore", {"INITIAL_CLUSTER": members, "MANIFESTS": manifests})
+
+
 def snapshot_script(spec: Spec) -> str:
     return render_script("etcd-snapshot", {"TARGET_VERSION": "", **snapshot_settings(spec, "scheduled")})
 
@@ -48,6 +65,8 @@ def timer_step(spec: Spec) -> NodeStep:
         "SNAPSHOTS_ENABLED": str(snapshots.enabled).lower(),
         "SNAPSHOT_SCRIPT": SNAPSHOT_SCRIPT,
         "SNAPSHOT_SCRIPT_TEXT": snapshot_script(spec),
+        "RESTORE_SCRIPT": RESTORE_SCRIPT,
+        "RESTORE_SCRIPT_TEXT": restore_script(initial_cluster(spec)),
         "UNIT": UNIT,
         "SERVICE_UNIT": service,
         "TIMER_UNIT": timer,

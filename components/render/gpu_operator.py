@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config.checks import parse_taint, toleration_of
+from ..config.gpu import KUEUE_ADMITTED_SELECTOR
 from ..config.monitoring import fault_mode
 from ..config.scheduling import CONTROL_PLANE_TAINT, platform_tolerations
 from ..config.spec import GPU_TAINT, NodeSpec, Spec
@@ -220,10 +221,47 @@ def dcgm_exporter_values(spec: Spec) -> dict[str, Any]:
     return values
 
 
+def driver_wait_selector(spec: Spec) -> str:
+    """The pods a driver rollout waits for: the given selector, else the pods `upgrade.gpuJobs` protects
+    during a Kubernetes upgrade (none when those may be evicted)."""
+    given = spec.gpu_operator.driver_upgrade_policy.wait_for_completion.pod_selector
+    if given is not None:
+        return given
+    return KUEUE_ADMITTED_SELECTOR if spec.upgrade.gpu_jobs == "wait" else ""
+
+
+def driver_upgrade_policy(spec: Spec) -> dict[str, Any]:
+    """The chart's driver.upgradePolicy, every key given: the template writes an unset timeout as null."""
+    policy = spec.gpu_operator.driver_upgrade_policy
+    deletion, drain = policy.gpu_pod_deletion, policy.drain
+    count = policy.max_unavailable
+    return {
+        "autoUpgrade": policy.auto_upgrade,
+        "maxParallelUpgrades": policy.max_parallel_upgrades,
+        "maxUnavailable": count if count.endswith("%") else int(count),
+        "waitForCompletion": {
+            "timeoutSeconds": policy.wait_for_completion.timeout_seconds,
+            "podSelector": driver_wait_selector(spec),
+        },
+        "gpuPodDeletion": {
+            "force": deletion.force,
+            "timeoutSeconds": deletion.timeout_seconds,
+            "deleteEmptyDir": deletion.delete_empty_dir,
+        },
+        "drain": {
+            "enable": drain.enable,
+            "force": drain.force,
+            "podSelector": drain.pod_selector,
+            "timeoutSeconds": drain.timeout_seconds,
+            "deleteEmptyDir": drain.delete_empty_dir,
+        },
+    }
+
+
 def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
     """Chart values; driver_enabled is a bool, or an Output of one when it waits on the preflight."""
     gpu = spec.gpu_operator
-    driver: dict[str, Any] = {"enabled": driver_enabled}
+    driver: dict[str, Any] = {"enabled": driver_enabled, "upgradePolicy": driver_upgrade_policy(spec)}
     if gpu.driver_version is not None:
         driver["version"] = gpu.driver_version
     toolkit = gpu.toolkit if gpu.toolkit is not None else not spec.cluster.defaults.container_toolkit_preinstalled

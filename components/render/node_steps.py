@@ -99,6 +99,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
             f"Install kubeadm, kubelet, kubectl {version}",
             {
                 "K8S_VERSION": version,
+                "NODE_NAME": node.name,
                 "K8S_MINOR": minor,
                 "K8S_REPO_KEY_URL": f"{repo}/deb/Release.key",
                 "K8S_REPO_DEB": f"deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] {repo}/deb/ /",

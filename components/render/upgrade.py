@@ -3,8 +3,9 @@
 Changing `kubernetesVersion` is the upgrade. The steps exist from day 1 and print `ok:` while every node is at
 the version (their text names the version, so a change makes them run again, in this order):
 
-1. `upgrade-preflight` on the first control plane: one minor at a time, no downgrade, the target's packages
-   exist for the OS family; `kubeadm upgrade plan`.
+0. Before it, every node's preparation (`kube-packages`) checked that node's repository offers the target's
+   packages: the upgrade waits for every node's membership, and so for every preparation.
+1. `upgrade-preflight` on the first control plane: one minor at a time, no downgrade; `kubeadm upgrade plan`.
 2. `etcd-snapshot` (pre-upgrade) on the first control plane.
 3. `upgrade-control-plane` on each control plane, one at a time, the first one first: kubeadm package, then
    `kubeadm upgrade apply` on the first and `kubeadm upgrade node` on the others (the static pods move).
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..config.checks import duration_seconds, version_tuple
+from ..config.gpu import KUEUE_ADMITTED_SELECTOR
 from ..config.spec import NodeSpec, Spec
 from .kueue import QUEUE_NAME_LABEL
 from .shell import NodeStep, render_script
@@ -35,7 +37,7 @@ from .tuning_steps import restart_batches
 UPGRADE_LOG_DIR = "/var/log/mlcluster"
 CORDON_MARKERS = "/var/lib/mlcluster/upgrade-cordoned"
 """On the draining control plane: the nodes the upgrade cordoned (only those are uncordoned after it)."""
-KUEUE_POD_LABELS = ("kueue.x-k8s.io/podset", QUEUE_NAME_LABEL)
+KUEUE_POD_LABELS = (KUEUE_ADMITTED_SELECTOR, QUEUE_NAME_LABEL)
 """Pods of Kueue-admitted jobs carry the first (Kueue sets it on admission); pods whose own template names a
 queue carry the second."""
 POLL_SECONDS = 5

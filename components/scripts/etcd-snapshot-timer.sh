@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Step (every control plane): the systemd timer that runs the etcd-snapshot script on its schedule.
+# Step (every control plane): the systemd timer that runs the etcd-snapshot script on its schedule, and the
+# restore script an operator runs by hand (docs/cluster-care.md), with every control plane filled in.
 set -euo pipefail
 : "${SNAPSHOTS_ENABLED:?}" "${SNAPSHOT_SCRIPT:?}" "${SNAPSHOT_SCRIPT_TEXT:?}" "${UNIT:?}" "${SERVICE_UNIT:?}" "${TIMER_UNIT:?}"
+: "${RESTORE_SCRIPT:?}" "${RESTORE_SCRIPT_TEXT:?}"
+# Also without the timer: snapshots taken by hand or before upgrades are restored with it.
+write_if_changed "$RESTORE_SCRIPT" "$RESTORE_SCRIPT_TEXT" 0700 && changed "$RESTORE_SCRIPT written"
 service=/etc/systemd/system/$UNIT.service
 timer=/etc/systemd/system/$UNIT.timer
 if [ "$SNAPSHOTS_ENABLED" != true ]; then

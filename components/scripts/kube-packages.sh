@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Step: kubeadm, kubelet and kubectl from the per-minor Kubernetes package repository, pinned and held.
 set -euo pipefail
-: "${K8S_VERSION:?}" "${K8S_MINOR:?}" "${K8S_REPO_DEB:?}" "${K8S_REPO_RPM:?}" "${K8S_REPO_KEY_URL:?}"
+: "${K8S_VERSION:?}" "${NODE_NAME:?}" "${K8S_MINOR:?}" "${K8S_REPO_DEB:?}" "${K8S_REPO_RPM:?}" "${K8S_REPO_KEY_URL:?}"
 packages=(kubeadm kubelet kubectl)
 detect_os
 
@@ -17,12 +17,15 @@ at_version() {
 }
 
 # A node already in the cluster keeps its versions here: moving its kubelet in place, before `kubeadm upgrade`
-# and without a drain, would make it newer than the API server. The upgrade steps move it, in order.
+# and without a drain, would make it newer than the API server. The upgrade steps move it, in order; what is
+# checked here is that its repository has the target.
 install_or_leave_to_upgrade() {
   if at_version; then
     ok "kubeadm kubelet kubectl at $K8S_VERSION"
   elif [ -f /etc/kubernetes/kubelet.conf ] && [ -n "$(kube_package_version kubelet)" ]; then
     ok "kubelet at $(kube_package_version kubelet) in the cluster: the upgrade steps move it to $K8S_VERSION"
+    # Every node's preparation runs before the upgrade's first step: a family without the packages stops it here.
+    kube_packages_offered "$K8S_VERSION" "$NODE_NAME"
   else
     kube_packages_install "$K8S_VERSION" "${packages[@]}"
     changed "kubeadm kubelet kubectl installed at $K8S_VERSION"

@@ -196,6 +196,17 @@ kube_package_available() {
   esac
 }
 
+# Dies, naming the key, node $2 and its OS family, unless this node's repositories offer kubeadm, kubelet and
+# kubectl at version $1: each node asks its own repository (families, mirrors and proxies differ by node).
+kube_packages_offered() {
+  local pkg
+  for pkg in kubeadm kubelet kubectl; do
+    kube_package_available "$pkg" "$1" ||
+      die "mlcluster:kubernetesVersion: $pkg $1 is not offered by the configured $OS_FAMILY repository of $2 ($OS_ID $OS_VERSION_ID): the upgrade stops before any node moves"
+  done
+  ok "kubeadm kubelet kubectl $1 offered by the $OS_FAMILY repository"
+}
+
 # The Kubernetes version (1.34.2) of installed package $1, or nothing.
 kube_package_version() {
   local version

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Step (first control plane): may the cluster go to TARGET_VERSION? One minor at a time, never down, and the
-# target's kubeadm/kubelet/kubectl must exist for this OS family before any node is touched.
+# Step (first control plane): may the cluster go to TARGET_VERSION? One minor at a time, never down. That every
+# node's repository offers the target's packages was checked before, by kube-packages on each node.
 set -euo pipefail
 : "${TARGET_VERSION:?}" "${UPGRADE_LOG_DIR:?}"
-detect_os
 current=$(kube_cluster_version)
 [ -n "$current" ] || die "cannot read the cluster's version from the API server"
 if [ "$current" = "$TARGET_VERSION" ]; then
@@ -22,11 +21,6 @@ fi
 if [ "$new_minor" -gt $((cur_minor + 1)) ]; then
   die "$key: $TARGET_VERSION skips a minor: the cluster runs $current; upgrade to $cur_major.$((cur_minor + 1)).x first (one minor at a time)"
 fi
-for pkg in kubeadm kubelet kubectl; do
-  kube_package_available "$pkg" "$TARGET_VERSION" ||
-    die "$key: $pkg $TARGET_VERSION is not offered by the configured $OS_FAMILY repository"
-done
-ok "packages for $TARGET_VERSION available ($OS_FAMILY)"
 log=$UPGRADE_LOG_DIR/kubeadm-upgrade-plan.log
 # Without a version: this node's kubeadm is still the old one, and `plan <newer>` refuses a version above its own.
 # What it checks here is the cluster's health (control-plane pods, etcd) before anything moves.

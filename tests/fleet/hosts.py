@@ -101,7 +101,7 @@ class FleetHost:
 
     def set(self, **settings: Any) -> None:
         """Change stub behaviour from now on: latency=seconds, latencies={"<tool> <args>": seconds},
-        fail={"<tool> <args>": "message"}, containerdVersion=."""
+        fail={"<tool> <args>": "message"}, containerdVersion=, repoLacks=["kubelet-1.35.0", ...]."""
         path = self.state_dir / "settings.json"
         current = json.loads(path.read_text())
         current.update(settings)

@@ -261,6 +261,12 @@ def test_snapshot_timer_and_retention(fleet, fleet_engine) -> None:
     assert "mlcluster-etcd-snapshot.timer enabled" in (run.step("cp-1-etcd-snapshot-timer").stdout or "")
     assert "OnCalendar=daily" in hosts["cp-1"].read("/etc/systemd/system/mlcluster-etcd-snapshot.timer")
     assert hosts["cp-1"].state()["services"]["mlcluster-etcd-snapshot.timer"]["active"]
+    # The restore procedure is installed beside it, every control plane named, and refuses to guess a snapshot.
+    restore = hosts["cp-1"].run("bash /var/lib/mlcluster/etcd-restore.sh", check=False)
+    assert restore.returncode == 1 and "no snapshot given (--snapshot FILE): nothing was changed" in restore.stderr
+    assert f"INITIAL_CLUSTER=cp-1=https://{hosts['cp-1'].address}:2380" in hosts["cp-1"].read(
+        "/var/lib/mlcluster/etcd-restore.sh"
+    )
     # What the timer runs: three scheduled snapshots, each verified, two kept in both places.
     for _ in range(3):
         out = hosts["cp-1"].run("bash /var/lib/mlcluster/etcd-snapshot.sh").stdout
@@ -301,3 +307,36 @@ def test_a_gpu_job_that_outlasts_the_wait_stops_the_upgrade_with_the_node_cordon
     (cluster,) = hosts.clusters()
     assert cluster["evicted"] == ["train-0"] and cluster["nodes"]["w-1"]["kubeletVersion"] == "1.35.0"
     assert not cluster["nodes"]["w-1"]["unschedulable"]
+
+
+@pytest.mark.parametrize(
+    ("lacking", "family", "os_name"),
+    [("w-1", "rpm", "rocky 9"), ("w-2", "deb", "ubuntu 22.04")],
+    ids=["rpm-family-lacks-kubelet", "deb-family-lacks-kubelet"],
+)
+def test_a_family_whose_repository_lacks_the_target_stops_the_upgrade_before_anything_moves(
+    fleet, fleet_engine, lacking, family, os_name
+) -> None:
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1", os="rocky-9"), HostSpec("w-2", os="ubuntu-22.04"))
+    nodes = [hosts["cp-1"].node("control-plane"), hosts["w-1"].node(), hosts["w-2"].node()]
+    values, secret = hosts.stack_values(nodes)
+    fleet_engine.up(values, secret).raise_error()
+    # The first control plane's own repository (Debian) offers 1.35.0: only the other family's does not.
+    hosts[lacking].set(repoLacks=["kubelet-1.35.0"])
+    since = time.time()
+    run = upgrade(fleet_engine, values, secret, "1.35.0")
+    assert run.error is not None
+    assert (
+        f"mlcluster:kubernetesVersion: kubelet 1.35.0 is not offered by the configured {family} repository of"
+        f" {lacking} ({os_name}"
+    ) in str(run.error)
+    (cluster,) = hosts.clusters()
+    assert cluster["version"] == "1.34.2"
+    assert {n: v["kubeletVersion"] for n, v in cluster["nodes"].items()} == dict.fromkeys(hosts.hosts, "1.34.2")
+    assert all(packages(hosts[n]) == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), "1.34.2") for n in hosts.hosts)
+    # Nothing of the upgrade ran: no kubeadm upgrade (not even its plan), no cordon or drain, no snapshot.
+    assert upgrade_calls(hosts, since) == []
+    assert not [c for c in hosts["cp-1"].calls("kubeadm") if c["t0"] >= since and c["argv"][:1] == ["upgrade"]]
+    assert "ok: kubeadm kubelet kubectl 1.35.0 offered by the deb repository" in (
+        step_outputs(run.step("cp-1-prepare", "update"))["kube-packages"]
+    )

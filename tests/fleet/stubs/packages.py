@@ -44,8 +44,11 @@ def _k8s_minor(text: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def _k8s_versions(minor: str) -> list[str]:
-    return [f"{minor}.{patch}" for patch in range(6)]
+def _k8s_versions(host: Host, name: str, minor: str) -> list[str]:
+    """What the repository of `minor` offers of package `name`: x.y.0 to x.y.5, less the host's `repoLacks`
+    (["kubelet-1.35.0", ...]: a mirror or family whose repository misses a release)."""
+    lacks = set(host.settings.get("repoLacks") or [])
+    return [v for v in (f"{minor}.{patch}" for patch in range(6)) if f"{name}-{v}" not in lacks]
 
 
 def _sources_hash() -> str:
@@ -60,7 +63,7 @@ def _deb_available(host: Host, state: dict[str, Any], name: str) -> list[str]:
         # apt sees a source only after `apt-get update` read it (and its signing key).
         if minor is None or state.get("aptUpdatedSources") != _sources_hash() or not os.path.exists(DEB_K8S_KEYRING):
             return []
-        return [f"{v}-1.1" for v in _k8s_versions(minor)]
+        return [f"{v}-1.1" for v in _k8s_versions(host, name, minor)]
     return []
 
 
@@ -177,7 +180,7 @@ def dnf(host: Host, argv: list[str]) -> int:
     if words[:1] == ["makecache"]:
         return 0
     if words[:1] == ["list"]:
-        return _dnf_list(argv, words[1:])
+        return _dnf_list(host, argv, words[1:])
     if words[:1] != ["install"]:
         raise fail(f"dnf: unsupported by the stub: {' '.join(argv)}")
     if "-y" not in argv:
@@ -195,7 +198,7 @@ def dnf(host: Host, argv: list[str]) -> int:
                 available = [str(host.settings.get("containerdVersion", "1.7.24"))]
             elif name in K8S_PACKAGES and _k8s_minor(k8s_repo):
                 excluded = name in _repo_excludes(k8s_repo or "") and not disabled & {"kubernetes", "all"}
-                available = [] if excluded else _k8s_versions(_k8s_minor(k8s_repo) or "")
+                available = [] if excluded else _k8s_versions(host, name, _k8s_minor(k8s_repo) or "")
             else:
                 available = []
             matching = [v for v in available if wanted is None or v == wanted]
@@ -207,7 +210,7 @@ def dnf(host: Host, argv: list[str]) -> int:
     return 0
 
 
-def _dnf_list(argv: list[str], specs: list[str]) -> int:
+def _dnf_list(host: Host, argv: list[str], specs: list[str]) -> int:
     """`dnf list --showduplicates NAME-VERSION`: 0 when a configured repository offers it (excludes apply)."""
     disabled = {a.split("=", 1)[1] for a in argv if a.startswith("--disableexcludes=")}
     k8s_repo = _read(RPM_K8S_REPO) or ""
@@ -219,7 +222,7 @@ def _dnf_list(argv: list[str], specs: list[str]) -> int:
             continue
         if match.group(1) in _repo_excludes(k8s_repo) and not disabled & {"kubernetes", "all"}:
             continue
-        for version in _k8s_versions(minor):
+        for version in _k8s_versions(host, match.group(1), minor):
             if match.group(2) in (None, version):
                 print(f"{match.group(1)}.x86_64  {version}-150500.1.1  kubernetes")
                 found = True
