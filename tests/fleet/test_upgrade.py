@@ -337,6 +337,7 @@ def test_a_family_whose_repository_lacks_the_target_stops_the_upgrade_before_any
     # Nothing of the upgrade ran: no kubeadm upgrade (not even its plan), no cordon or drain, no snapshot.
     assert upgrade_calls(hosts, since) == []
     assert not [c for c in hosts["cp-1"].calls("kubeadm") if c["t0"] >= since and c["argv"][:1] == ["upgrade"]]
-    assert "ok: kubeadm kubelet kubectl 1.35.0 offered by the deb repository" in (
-        step_outputs(run.step("cp-1-prepare", "update"))["kube-packages"]
+    assert (
+        "ok: kubeadm kubelet kubectl 1.35.0 offered by the deb repository"
+        in (step_outputs(run.step("cp-1-prepare", "update"))["kube-packages"])
     )
