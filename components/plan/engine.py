@@ -239,50 +239,85 @@ def _no_source_positions() -> Any:
     return source_pb2.StackTrace()
 
 
-class BidirectionalCycleCheck:
-    """The SDK's dependency-cycle check, with the same answers at a fraction of the walking.
+class OrderedCycleCheck:
+    """The SDK's dependency-cycle check, with the same answers and almost no walking.
 
     Before recording `a depends on b`, the SDK (pulumi/runtime/resource_cycle_breaker.py) walks everything `b`
     depends on, transitively, looking for `a`: the whole history for each resource that waits on a long
-    chain (the kubelet-restart batches), while for a resource early in the graph (a node's preparation) the
-    walk the other way, over what already depends on `a`, is the long one. This walks both frontiers in
-    turn, forward from `b` and backward from `a`, and stops when either is exhausted (no path) or they meet
-    (a cycle), so each answer costs the smaller side. Same answers (tests/test_lean_nodes.py compares them
-    edge by edge), same `_direct_computed_dependencies` kept for the SDK; only the offline plan swaps it in.
+    chain (the kubelet-restart and upgrade batches), for every such dependency. This keeps the resources in an
+    order where every dependency comes before its dependents (Pearce and Kelly's dynamic topological order):
+    a new dependency that already agrees with the order cannot close a cycle and needs no walk; one that does
+    not is checked by walking only the resources between the two positions, which are then reordered. Same
+    answers (tests/test_lean_nodes.py compares them edge by edge on random graphs), the same
+    `_direct_computed_dependencies` kept for the SDK; only the offline plan swaps it in.
     """
 
     def __init__(self) -> None:
+        self._position: dict[int, int] = {}
         self._dependents: dict[int, list[Any]] = {}
+        # Ids stay unique only while their objects live: hold every resource seen.
+        self._seen: list[Any] = []
 
     def declare_dependency(self, from_resource: Any, to_resource: Any) -> bool:
         from pulumi.runtime import resource_cycle_breaker
 
-        if self._reaches(to_resource, from_resource, resource_cycle_breaker._deps):
+        if from_resource is to_resource:
             return False
-        resource_cycle_breaker._add_dep(from_resource, to_resource)
+        # The dependency first: a resource met for the first time goes after everything known.
+        low, high = self._place(to_resource), self._place(from_resource)
+        if low > high and not self._reorder(from_resource, to_resource, high, low, resource_cycle_breaker._deps):
+            return False
+        dependencies = resource_cycle_breaker._deps(from_resource)
+        setattr(from_resource, resource_cycle_breaker._DEPENDENCIES_PROPERTY, dependencies | {to_resource})
         self._dependents.setdefault(id(to_resource), []).append(from_resource)
         return True
 
-    def _reaches(self, start: Any, goal: Any, dependencies: Callable[[Any], Any]) -> bool:
-        """Whether `start` is `goal` or transitively depends on it."""
-        if start is goal:
-            return True
-        forward_seen, backward_seen = {id(start)}, {id(goal)}
-        forward, backward = [start], [goal]
-        while forward and backward:
-            for current in dependencies(forward.pop()):
-                if id(current) in backward_seen:
-                    return True
-                if id(current) not in forward_seen:
-                    forward_seen.add(id(current))
-                    forward.append(current)
-            for current in self._dependents.get(id(backward.pop()), ()):
-                if id(current) in forward_seen:
-                    return True
-                if id(current) not in backward_seen:
-                    backward_seen.add(id(current))
-                    backward.append(current)
-        return False
+    def _place(self, resource: Any) -> int:
+        position = self._position.get(id(resource))
+        if position is None:
+            position = self._position[id(resource)] = len(self._seen)
+            self._seen.append(resource)
+        return position
+
+    def _reorder(
+        self, dependent: Any, dependency: Any, low: int, high: int, dependencies: Callable[[Any], Any]
+    ) -> bool:
+        """`dependent` (at `low`) is to depend on `dependency` (at `high`): False when `dependency` already
+        reaches `dependent` (a cycle); else move what `dependency` reaches in between before what reaches
+        `dependent` in between."""
+        ahead = self._walk(dependency, dependencies, lambda p: p > low, dependent)
+        if ahead is None:
+            return False
+        behind = self._walk(dependent, lambda r: self._dependents.get(id(r), ()), lambda p: p < high, None)
+        assert behind is not None
+        moved = [*sorted(ahead, key=self._position.__getitem__), *sorted(behind, key=self._position.__getitem__)]
+        positions = sorted(self._position[r] for r in (*ahead, *behind))
+        resources = {id(r): r for r in self._seen_in(moved)}
+        for key, position in zip(moved, positions, strict=True):
+            self._position[key] = position
+            self._seen[position] = resources[key]
+        return True
+
+    def _seen_in(self, keys: list[int]) -> list[Any]:
+        return [self._seen[self._position[key]] for key in keys]
+
+    def _walk(
+        self, start: Any, step: Callable[[Any], Any], inside: Callable[[int], bool], goal: Any
+    ) -> list[int] | None:
+        """Ids of what `start` reaches through `step` while positions stay `inside`; None on reaching `goal`."""
+        found = [id(start)]
+        seen = {id(start)}
+        pending = [start]
+        while pending:
+            for current in step(pending.pop()):
+                if current is goal:
+                    return None
+                key = id(current)
+                if key not in seen and inside(self._place(current)):
+                    seen.add(key)
+                    found.append(key)
+                    pending.append(current)
+        return found
 
 
 def run_program(
@@ -335,7 +370,7 @@ def run_program(
         if capture_stack is not None:
             runtime_resource._get_stack_trace = _no_source_positions
         sdk_cycle_check = rpc.declare_dependency  # type: ignore[attr-defined]
-        rpc.declare_dependency = BidirectionalCycleCheck().declare_dependency  # type: ignore[attr-defined]
+        rpc.declare_dependency = OrderedCycleCheck().declare_dependency  # type: ignore[attr-defined]
         try:
 
             def program_main() -> None:
