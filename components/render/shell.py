@@ -4,9 +4,10 @@ A step runs over SSH as `bash -c "<script>"`; the script travels inside the comm
 plan), while secrets travel on stdin, never in the command.
 
 The shared library is installed on each node once, content-addressed (`LIB_DIR/lib-<sha>.sh`), by the node's
-first command (the GPU preflight when it runs, else the preparation), which carries its text; every later step's command sources it by that path instead of carrying
-another copy (the engine stores each command's text twice, as input and output). A changed library changes
-the path, so every step that uses it changes and runs again.
+first command (the GPU preflight when it runs, else the preparation), which carries its text; every later
+step's command sources it by that path instead of carrying another copy (the engine stores each command's text
+twice, as input and output). A changed library changes the path, so every step that uses it changes and runs
+again.
 """
 
 from __future__ import annotations
