@@ -256,7 +256,7 @@ class OrderedCycleCheck:
         self._position: dict[int, int] = {}
         self._dependents: dict[int, list[Any]] = {}
         # Ids stay unique only while their objects live: hold every resource seen.
-        self._seen: list[Any] = []
+        self._seen: dict[int, Any] = {}
 
     def declare_dependency(self, from_resource: Any, to_resource: Any) -> bool:
         from pulumi.runtime import resource_cycle_breaker
@@ -276,7 +276,7 @@ class OrderedCycleCheck:
         position = self._position.get(id(resource))
         if position is None:
             position = self._position[id(resource)] = len(self._seen)
-            self._seen.append(resource)
+            self._seen[id(resource)] = resource
         return position
 
     def _reorder(
@@ -291,15 +291,9 @@ class OrderedCycleCheck:
         behind = self._walk(dependent, lambda r: self._dependents.get(id(r), ()), lambda p: p < high, None)
         assert behind is not None
         moved = [*sorted(ahead, key=self._position.__getitem__), *sorted(behind, key=self._position.__getitem__)]
-        positions = sorted(self._position[r] for r in (*ahead, *behind))
-        resources = {id(r): r for r in self._seen_in(moved)}
-        for key, position in zip(moved, positions, strict=True):
-            self._position[key] = position
-            self._seen[position] = resources[key]
+        positions = sorted(self._position[key] for key in moved)
+        self._position.update(zip(moved, positions, strict=True))
         return True
-
-    def _seen_in(self, keys: list[int]) -> list[Any]:
-        return [self._seen[self._position[key]] for key in keys]
 
     def _walk(
         self, start: Any, step: Callable[[Any], Any], inside: Callable[[int], bool], goal: Any
