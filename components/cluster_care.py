@@ -1,33 +1,41 @@
-"""ClusterCare: Kubernetes minor upgrades in order, and the scheduled etcd snapshots of every control plane.
+"""ClusterCare: each node's kubelet command, Kubernetes minor upgrades in order, and the scheduled etcd snapshots
+of every control plane.
 
 The upgrade steps exist from day 1 and print `ok:` while the cluster is at `kubernetesVersion`; a changed
 version changes their text, so the next `up` runs them again, stage after stage (components/render/upgrade.py
 has the order and why it keeps the version-skew policy). A failed stage stops the ones after it; the steps check
-before they act, so the next `up` resumes where it stopped.
+before they act, so the next `up` resumes where it stopped. Each node's `kubelet` command is a stage of that
+chain: it upgrades the kubelet and restarts what the node's tuning marked, so a tuning change alone also rolls
+through the nodes batch after batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import pulumi
+from pulumi.resource import create_urn
 from pulumi_command import remote
 
 from .config.spec import Spec
 from .node_command import step_command
 from .render.etcd_snapshots import timer_step
-from .render.upgrade import upgrade_steps
+from .render.upgrade import KUBELET_STEP, upgrade_steps
+
+PREVIOUS_RESTARTS_COMPONENT = "mlcluster:kubelet_restarts:KubeletRestarts"
+"""The component that held each node's `<node>-kubelet-restart` command before it became the `kubelet` command:
+its URN under it is the alias (a stack deployed before updates the command in place, nothing new is created)."""
+COMMAND = "command:remote:Command"
 
 
 class ClusterCare(pulumi.ComponentResource):
-    """`member[node]`: the resource after which the node is in the cluster; `after`: what the upgrade waits for
-    (every join and day-2 restart, so an upgrade never overlaps them)."""
+    """`member[node]`: the resource after which the node is in the cluster; the upgrade (and so each node's
+    kubelet command) starts once every node is."""
 
     def __init__(
         self,
         spec: Spec,
         member: Mapping[str, pulumi.Resource],
-        after: Sequence[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("mlcluster:cluster_care:ClusterCare", spec.cluster.name, None, opts)
@@ -42,15 +50,33 @@ class ClusterCare(pulumi.ComponentResource):
             )
             for node in spec.control_planes
         }
+        previous_restarts = create_urn(
+            spec.cluster.name, PREVIOUS_RESTARTS_COMPONENT, parent=opts.parent if opts is not None else None
+        )
         self.upgrade: list[remote.Command] = []
-        previous: list[pulumi.Resource] = [*member.values(), *after]
+        self.kubelet: dict[str, remote.Command] = {}
+        previous: list[pulumi.Resource] = list(member.values())
         for stage in upgrade_steps(spec):
             current: list[pulumi.Resource] = []
             for upgrade in stage:
+                is_kubelet = upgrade.step.name == KUBELET_STEP
+                aliases = (
+                    [create_urn(f"{upgrade.node.name}-kubelet-restart", COMMAND, parent=previous_restarts)]
+                    if is_kubelet
+                    else []
+                )
                 command = step_command(
-                    upgrade.resource_name, spec, upgrade.node, upgrade.step, parent=self, depends_on=previous
+                    upgrade.resource_name,
+                    spec,
+                    upgrade.node,
+                    upgrade.step,
+                    parent=self,
+                    depends_on=previous,
+                    aliases=aliases,
                 )
                 self.upgrade.append(command)
+                if is_kubelet:
+                    self.kubelet[upgrade.node.name] = command
                 current.append(command)
             previous = current
         self.register_outputs({})

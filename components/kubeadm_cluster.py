@@ -19,7 +19,6 @@ from .cluster_care import ClusterCare
 from .config.spec import NodeSpec, Spec
 from .control_plane import FirstControlPlane
 from .gpu_preflight import GpuPreflight
-from .kubelet_restarts import KubeletRestarts
 from .node_command import step_command
 from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
@@ -88,11 +87,9 @@ class KubeadmCluster(pulumi.ComponentResource):
         for node in spec.workers:
             join(node, control_plane.kubeconfig_step)
 
-        # Day-2 tuning changes restart containerd/kubelet batch by batch, once each node is in the cluster.
-        member = self._members(control_plane, joins)
-        restarts = KubeletRestarts(spec, member, opts=child)
-        # Upgrades and etcd snapshots; an upgrade starts once every join and day-2 restart is done.
-        ClusterCare(spec, member, after=list(restarts.steps.values()), opts=child)
+        # Upgrades, each node's kubelet command (day-2 tuning restarts batch by batch) and etcd snapshots, once
+        # every node is in the cluster.
+        ClusterCare(spec, self._members(control_plane, joins), opts=child)
 
         self.kubeconfig = control_plane.kubeconfig
         api_address = spec.cluster.api_address

@@ -13,20 +13,34 @@ COMMAND = "command:remote:Command"
 
 
 def restart_dependencies(run) -> dict[str, set[str]]:
-    """For each node's kubelet-restart step, the other nodes whose restart it waits for (through the gate
-    resource between batches: batch k waits for the gate, the gate for every restart of batch k-1)."""
-    restarts = {r.urn: r for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
-    gates = {r.urn: r for r in run.resources if r.name.startswith("kubelet-restart-batch-")}
-    node_of = {urn: r.name.removesuffix("-kubelet-restart") for urn, r in restarts.items()}
+    """For each node's kubelet command (upgrade, then tuning restarts), the nodes whose kubelet command it waits
+    for last: the nearest ones found through everything between them (the batch's drain, the previous batch's
+    uncordon), not the whole history."""
+    kubelets = {r.urn: r for r in run.of_type(COMMAND) if r.name.endswith("-kubelet")}
+    by_urn = {r.urn: r for r in run.resources}
+    node_of = {urn: r.name.removesuffix("-kubelet") for urn, r in kubelets.items()}
+    nearest: dict[str, set[str]] = {}
 
     def waited(urn: str) -> set[str]:
         if urn in node_of:
             return {node_of[urn]}
-        if urn in gates:
-            return {n for d in gates[urn].depends_on for n in waited(d)}
-        return set()
+        if urn not in nearest:
+            nearest[urn] = {n for d in by_urn[urn].depends_on if d in by_urn for n in waited(d)}
+        return nearest[urn]
 
-    return {node_of[urn]: {n for d in r.depends_on for n in waited(d)} for urn, r in restarts.items()}
+    return {node_of[urn]: {n for d in r.depends_on if d in by_urn for n in waited(d)} for urn, r in kubelets.items()}
+
+
+def ancestors(run, name: str) -> set[str]:
+    by_urn = {r.urn: r for r in run.resources}
+    seen: set[str] = set()
+    todo = list(run.named(name).depends_on)
+    while todo:
+        urn = todo.pop()
+        if urn in by_urn and urn not in seen:
+            seen.add(urn)
+            todo += by_urn[urn].depends_on
+    return seen
 
 
 @pytest.mark.parametrize(
@@ -51,22 +65,25 @@ def test_each_batch_waits_for_the_whole_previous_batch(run_stack, restart, expec
         for node in batch:
             assert waits[node] == set(previous), f"{node} waits for {waits[node]}, expected {previous}"
         previous = batch
-    # Each restart waits for its node to be in the cluster (init or join, after the node's tuning).
-    assert run.urn_of("cp-1-kubeadm-init") in run.named("cp-1-kubelet-restart").depends_on
-    assert run.urn_of("gpu-4-kubeadm-join") in run.named("gpu-4-kubelet-restart").depends_on
+    # Each kubelet command waits for every node to be in the cluster (init or join, after the node's tuning),
+    # and for its batch's drain.
+    assert run.urn_of("cp-1-kubeadm-init") in ancestors(run, "cp-1-kubelet")
+    assert run.urn_of("gpu-4-kubeadm-join") in ancestors(run, "cp-1-kubelet")
+    last = expected_batches[-1]
+    assert run.urn_of(f"cp-1-upgrade-drain-{last[0]}") in run.named(f"{last[-1]}-kubelet").depends_on
 
 
 def test_day_one_is_not_batched_one_node_does_not_hold_back_another(run_stack) -> None:
     run = run_stack("onprem")
     # The tuning runs inside each node's prepare command.
     tuning = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-prepare")}
-    restarts = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet-restart")}
+    restarts = {r.urn for r in run.of_type(COMMAND) if r.name.endswith("-kubelet")}
     assert len(tuning) == len(restarts) == 9
     checked = 0
     for resource in run.of_type(COMMAND):
         if resource.name.endswith(("-prepare", "-kubeadm-join")):
             node = resource.name.removesuffix("-prepare").removesuffix("-kubeadm-join")
-            own = (f"::{node}-prepare", f"::{node}-kubelet-restart")
+            own = (f"::{node}-prepare", f"::{node}-kubelet")
             others = {u for u in tuning | restarts if not u.endswith(own)}
             assert len(others) == 16, node
             assert not others & set(resource.depends_on), f"{resource.name} waits for another node's tuning"

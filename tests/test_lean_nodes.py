@@ -272,3 +272,36 @@ def test_the_state_model_counts_secrets_at_their_encrypted_size() -> None:
     # A component records no outputs: its secrets count once.
     component = {**with_key, "type": "mlcluster:x:Y"}
     assert stored_state(component) - stored_state({**bare, "type": "mlcluster:x:Y"}) == connection // 2
+
+
+def test_a_stack_deployed_with_separate_kubelet_restart_and_upgrade_commands_keeps_the_restart(run_stack) -> None:
+    """Each node's kubelet command took over its `kubelet-restart` command (under the old KubeletRestarts
+    component: the alias) and its `upgrade-kubelet` (which had no delete script: its removal runs nothing).
+    The first `up` after updating mlcluster re-runs the kubelet command in place; nothing is created."""
+    from components.plan.diff import diff_plans
+
+    run = run_stack("onprem")
+    document = plan_document(run.run, project="mlcluster", stack="onprem", spec=None)
+    cluster = "mlcluster:kubeadm_cluster:KubeadmCluster"
+    kubelets = [r for r in document["resources"] if r["type"] == COMMAND and r["name"].endswith("-kubelet")]
+    assert len(kubelets) == 9
+    for resource in kubelets:
+        node = resource["name"].removesuffix("-kubelet")
+        assert resource["options"]["aliases"] == [
+            f"urn:pulumi:onprem::mlcluster::{cluster}$mlcluster:kubelet_restarts:KubeletRestarts"
+            f"$command:remote:Command::{node}-kubelet-restart"
+        ]
+        assert not resource["inputs"].get("delete")
+    # The previous deployment: the same commands under their old URNs, with the old restart script.
+    before = {
+        **document,
+        "resources": [
+            {**r, "urn": r["options"]["aliases"][0], "inputs": {**r["inputs"], "create": "old restart script"}}
+            for r in kubelets
+        ],
+    }
+    diff = diff_plans(before, {**document, "resources": kubelets})
+    assert sorted(c.kind for c in diff.steps) == ["re-runs"] * 9
+    unaliased = [{**r, "options": {**r["options"], "aliases": []}} for r in kubelets]
+    diff = diff_plans(before, {**document, "resources": unaliased})
+    assert sorted(c.kind for c in diff.steps) == ["added"] * 9 + ["removed"] * 9

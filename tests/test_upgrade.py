@@ -11,6 +11,7 @@ from components.config.schema import ConfigError
 from components.config.spec import Spec
 from components.render.etcd_snapshots import timer_step
 from components.render.node_steps import prepare_steps
+from components.render.shell import split_parts
 from components.render.upgrade import CONTROL_PLANE_COMPONENTS, Versions, simulate, skew_problems, upgrade_steps
 
 from .conftest import load_spec, stack_values
@@ -43,17 +44,38 @@ def test_the_order_control_planes_one_at_a_time_then_worker_batches() -> None:
         ["cp-1-upgrade-preflight"],
         ["cp-1-etcd-snapshot"],
         ["cp-1-upgrade-control-plane"], ["cp-2-upgrade-control-plane"], ["cp-3-upgrade-control-plane"],
-        ["cp-1-upgrade-drain-cp-1"], ["cp-1-upgrade-kubelet"], ["cp-1-upgrade-uncordon-cp-1"],
-        ["cp-2-upgrade-drain-cp-2"], ["cp-2-upgrade-kubelet"], ["cp-2-upgrade-uncordon-cp-2"],
-        ["cp-3-upgrade-drain-cp-3"], ["cp-3-upgrade-kubelet"], ["cp-3-upgrade-uncordon-cp-3"],
-        ["cp-1-upgrade-drain-w-1"], ["w-1-upgrade-kubelet", "w-2-upgrade-kubelet"], ["cp-1-upgrade-uncordon-w-1"],
-        ["cp-1-upgrade-drain-w-3"], ["w-3-upgrade-kubelet", "w-4-upgrade-kubelet"], ["cp-1-upgrade-uncordon-w-3"],
+        ["cp-1-upgrade-drain-cp-1"], ["cp-1-kubelet"], ["cp-1-upgrade-uncordon-cp-1"],
+        ["cp-2-upgrade-drain-cp-2"], ["cp-2-kubelet"], ["cp-2-upgrade-uncordon-cp-2"],
+        ["cp-3-upgrade-drain-cp-3"], ["cp-3-kubelet"], ["cp-3-upgrade-uncordon-cp-3"],
+        ["cp-1-upgrade-drain-w-1"], ["w-1-kubelet", "w-2-kubelet"], ["cp-1-upgrade-uncordon-w-1"],
+        ["cp-1-upgrade-drain-w-3"], ["w-3-kubelet", "w-4-kubelet"], ["cp-1-upgrade-uncordon-w-3"],
     ]  # fmt: skip
     settings = {u.resource_name: u.step.settings for stage in upgrade_steps(spec) for u in stage}
     # Only the first control plane applies; the others (and workers) run `kubeadm upgrade node`.
     assert [n for n, s in settings.items() if s.get("FIRST_CONTROL_PLANE") == "true"] == ["cp-1-upgrade-control-plane"]
     assert settings["cp-1-upgrade-drain-w-3"]["NODES"] == "w-3 w-4"
-    assert {s["TARGET_VERSION"] for s in settings.values()} == {"1.35.0"}
+    assert {s["TARGET_VERSION"] for s in settings.values() if "TARGET_VERSION" in s} == {"1.35.0"}
+    # Each node's kubelet command: its kubelet upgrade, then the restarts its tuning marked, one script.
+    kubelet = next(u.step for stage in upgrade_steps(spec) for u in stage if u.resource_name == "w-3-kubelet")
+    assert [name for name, _ in split_parts(kubelet.script or "")] == ["upgrade-kubelet", "kubelet-restart"]
+    assert "TARGET_VERSION=1.35.0" in (kubelet.script or "") and "TUNING_DIGEST=" in (kubelet.script or "")
+
+
+def test_control_planes_drain_and_upgrade_in_their_restart_batches() -> None:
+    """maxUnavailableControlPlanes batches the control-plane kubelets as it batches their tuning restarts; a
+    batch drains from its own first node; the static pods still move one control plane at a time."""
+    spec = cluster(3, 1, kubelet={"restart": {"maxUnavailableControlPlanes": 2}})
+    stages = [[u.resource_name for u in stage] for stage in upgrade_steps(spec)]
+    assert stages[2:] == [
+        ["cp-1-upgrade-control-plane"], ["cp-2-upgrade-control-plane"], ["cp-3-upgrade-control-plane"],
+        ["cp-1-upgrade-drain-cp-1"], ["cp-1-kubelet", "cp-2-kubelet"], ["cp-1-upgrade-uncordon-cp-1"],
+        ["cp-3-upgrade-drain-cp-3"], ["cp-3-kubelet"], ["cp-3-upgrade-uncordon-cp-3"],
+        ["cp-1-upgrade-drain-w-1"], ["w-1-kubelet"], ["cp-1-upgrade-uncordon-w-1"],
+    ]  # fmt: skip
+    drain = next(u for stage in upgrade_steps(spec) for u in stage if u.resource_name == "cp-1-upgrade-drain-cp-1")
+    assert drain.targets == ("cp-1", "cp-2")
+    for after, versions in simulate(spec, "1.34.2"):
+        assert skew_problems(versions) == [], after
 
 
 @pytest.mark.parametrize(

@@ -244,7 +244,7 @@ class OrderedCycleCheck:
 
     Before recording `a depends on b`, the SDK (pulumi/runtime/resource_cycle_breaker.py) walks everything `b`
     depends on, transitively, looking for `a`: the whole history for each resource that waits on a long
-    chain (the kubelet-restart and upgrade batches), for every such dependency. This keeps the resources in an
+    chain (the upgrade and kubelet batches), for every such dependency. This keeps the resources in an
     order where every dependency comes before its dependents (Pearce and Kelly's dynamic topological order):
     a new dependency that already agrees with the order cannot close a cycle and needs no walk; one that does
     not is checked by walking only the resources between the two positions, which are then reordered. Same

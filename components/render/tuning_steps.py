@@ -2,8 +2,9 @@
 
 kubelet-tuning runs on day 1 (before join) and on every later change: it rewrites containerd's config and the
 kubelet's settings and marks a service for restart only when its own input changed (before join it restarts
-containerd itself: nothing runs there yet). kubelet-restart, after join, restarts what was marked, in batches
-(control planes first, then workers): the components chain batch k after batch k-1, never all nodes at once.
+containerd itself: nothing runs there yet). kubelet-restart, the second part of each node's kubelet command
+(components/render/upgrade.py), restarts what was marked, in batches (control planes first, then workers): batch k
+after batch k-1, never all nodes at once.
 Day 1 is not batched, so one broken node does not hold the others back from joining.
 """
 

@@ -9,10 +9,15 @@ the version (their text names the version, so a change makes them run again, in 
 2. `etcd-snapshot` (pre-upgrade) on the first control plane.
 3. `upgrade-control-plane` on each control plane, one at a time, the first one first: kubeadm package, then
    `kubeadm upgrade apply` on the first and `kubeadm upgrade node` on the others (the static pods move).
-4. Only then the kubelets, each node drained first and uncordoned after: control planes one at a time
-   (`upgrade-drain` of itself, `upgrade-kubelet`, `upgrade-uncordon`), then the workers in batches of
-   `kubelet.restart.maxUnavailableWorkers` (drained and uncordoned from the first control plane; on workers
-   `upgrade-kubelet` runs `kubeadm upgrade node` first).
+4. Only then the kubelets, batch after batch (`restart_batches`: control planes
+   `kubelet.restart.maxUnavailableControlPlanes` at a time, then workers `maxUnavailableWorkers` at a time):
+   `upgrade-drain` of the batch, each node's `kubelet` command, `upgrade-uncordon` of the batch. Control-plane
+   batches are drained from their own first node, worker batches from the first control plane.
+
+Each node's `kubelet` command is also where its day-2 tuning restarts happen: one command (one resource) holds
+the kubelet upgrade (on workers `kubeadm upgrade node` first) and then the restarts its tuning marked. A tuning
+change alone re-runs only the `kubelet` commands, batch after batch (drain and uncordon are unchanged and do not
+run); a version change runs the whole chain.
 
 A kubelet moving while any kube-apiserver is still on the old minor would be newer than that API server,
 outside the version-skew policy (kubeadm's own guide upgrades each control plane's kubelet right after it;
@@ -31,8 +36,8 @@ from ..config.checks import duration_seconds, version_tuple
 from ..config.gpu import KUEUE_ADMITTED_SELECTOR
 from ..config.spec import NodeSpec, Spec
 from .kueue import QUEUE_NAME_LABEL
-from .shell import NodeStep, render_script
-from .tuning_steps import restart_batches
+from .shell import NodeStep, merge_steps, render_script
+from .tuning_steps import restart_batches, restart_step
 
 UPGRADE_LOG_DIR = "/var/log/mlcluster"
 CORDON_MARKERS = "/var/lib/mlcluster/upgrade-cordoned"
@@ -41,6 +46,8 @@ KUEUE_POD_LABELS = (KUEUE_ADMITTED_SELECTOR, QUEUE_NAME_LABEL)
 """Pods of Kueue-admitted jobs carry the first (Kueue sets it on admission); pods whose own template names a
 queue carry the second."""
 POLL_SECONDS = 5
+KUBELET_STEP = "kubelet"
+"""Each node's kubelet command: the upgrade's kubelet part, then the restarts its tuning marked."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +95,6 @@ def _drain_settings(spec: Spec) -> dict[str, str]:
     }
 
 
-def worker_batches(spec: Spec) -> list[list[NodeSpec]]:
-    """Workers in the batches their kubelets restart in (`kubelet.restart.maxUnavailableWorkers`)."""
-    return [batch for batch in restart_batches(spec) if not batch[0].is_control_plane]
-
-
 def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
     """The upgrade as stages: the steps of one stage run at once, each stage after the one before it."""
     version = _version(spec)
@@ -116,12 +118,10 @@ def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
     # one applying: only then may any kubelet move, or it would be newer than a kube-apiserver still behind.
     for node in spec.control_planes:
         stages.append([_control_plane_step(spec, node, first)])
-    # Then the kubelets, each node drained first: control planes one at a time (each drains itself, it holds the
-    # admin kubeconfig), then the workers in batches, drained from the first control plane.
-    for node in spec.control_planes:
-        stages += _drained(spec, node, [node])
-    for batch in worker_batches(spec):
-        stages += _drained(spec, first, batch)
+    # Then the kubelets in their restart batches, each batch drained first: control planes drain from their own
+    # batch (every control plane holds the admin kubeconfig), workers from the first control plane.
+    for batch in restart_batches(spec):
+        stages += _drained(spec, batch[0] if batch[0].is_control_plane else first, batch)
     return stages
 
 
@@ -151,6 +151,20 @@ def _control_plane_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeS
 
 
 def _kubelet_step(spec: Spec, node: NodeSpec) -> UpgradeStep:
+    return UpgradeStep(node, kubelet_step(spec, node), (node.name,))
+
+
+def kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:
+    """The node's `kubelet` command: its kubelet upgrade first (a no-op at the version), then the restarts its
+    tuning marked (a no-op with nothing marked). Upgrade first: flags written for a new minor then start a
+    kubelet of that minor, never the old one. One resource for both: both restart the kubelet of a drained (or,
+    for tuning, a running) node in the same batches."""
+    parts = [upgrade_kubelet_step(spec, node), restart_step(spec, node)]
+    title = f"kubelet of {node.name}: {' > '.join(part.name for part in parts)}"
+    return merge_steps(KUBELET_STEP, title, parts, install_lib=False)
+
+
+def upgrade_kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:
     version = _version(spec)
     settings = {
         "TARGET_VERSION": version,
@@ -159,7 +173,7 @@ def _kubelet_step(spec: Spec, node: NodeSpec) -> UpgradeStep:
         "CONTROL_PLANE": str(node.is_control_plane).lower(),
     }
     title = f"kubelet and kubectl to {version}" + ("" if node.is_control_plane else " (after kubeadm upgrade node)")
-    return UpgradeStep(node, _step("upgrade-kubelet", title, settings), (node.name,))
+    return _step("upgrade-kubelet", title, settings)
 
 
 # The version-skew model (https://kubernetes.io/releases/version-skew-policy/), used to prove the order above.
@@ -204,7 +218,7 @@ EFFECTS = {
     "upgrade-drain": (),
     "upgrade-uncordon": (),
     "upgrade-control-plane": CONTROL_PLANE_COMPONENTS,
-    "upgrade-kubelet": ("kubelet",),
+    KUBELET_STEP: ("kubelet",),
 }
 """What each step upgrades on its target nodes, in the order its script does it."""
 

@@ -42,9 +42,9 @@ def restart_counts(hosts: Fleet, unit: str) -> dict[str, int]:
 
 
 def check_batches(run: FleetRun, batches: list[list[str]]) -> dict[str, Any]:
-    """Each batch's kubelet-restart steps start only after every step of the previous batch ended; returns
+    """Each batch's kubelet commands start only after every command of the previous batch ended; returns
     the measured timeline (seconds from the first start) and the peak number of restarts at once."""
-    steps = {n: run.step(f"{n}-kubelet-restart") for batch in batches for n in batch}
+    steps = {n: run.step(f"{n}-kubelet") for batch in batches for n in batch}
     for earlier, later in itertools.pairwise(batches):
         last_end = max(steps[n].ended for n in earlier)
         first_start = min(steps[n].started for n in later)
@@ -105,7 +105,9 @@ def test_flags_line_on_deb_and_rpm_rerun_changes_nothing_day2_restarts_once_per_
     rerun = restart_counts(hosts, "kubelet")
     assert rerun == day1
     for name in env_file:
-        for out in (step_output(second, name, "kubelet-tuning"), second.step(f"{name}-kubelet-restart").stdout or ""):
+        kubelet = step_outputs(second.step(f"{name}-kubelet"))
+        assert sorted(kubelet) == ["kubelet-restart", "upgrade-kubelet"], kubelet
+        for out in (step_output(second, name, "kubelet-tuning"), *kubelet.values()):
             assert out and all(line.startswith("ok: ") for line in out.splitlines()), out
 
     containerd_before = restart_counts(hosts, "containerd")

@@ -126,15 +126,15 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
     preview = fleet_engine.preview({**values, "kubernetesVersion": "1.35.0"}, secret)
     preview.raise_error()
     updated = preview.with_operation("update")
-    assert [n for n in updated if "upgrade" in n or "etcd-snapshot" in n] == sorted(
+    assert [n for n in updated if "upgrade" in n or "etcd-snapshot" in n or n.endswith("-kubelet")] == sorted(
         f"{first}-{step}"
         for first, step in [
             ("cp-1", "upgrade-preflight"),
             ("cp-1", "etcd-snapshot"),
             ("cp-1", "upgrade-control-plane"),
-            ("cp-1", "upgrade-kubelet"),
+            ("cp-1", "kubelet"),
             *[("cp-1", f"upgrade-{verb}-{n}") for verb in ("drain", "uncordon") for n in ("cp-1", "w-1", "w-2", "w-3")],
-            *[(w, "upgrade-kubelet") for w in WORKERS],
+            *[(w, "kubelet") for w in WORKERS],
         ]
     )
     assert {n: len(hosts[n].calls()) for n in hosts.hosts} == calls_before
