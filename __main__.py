@@ -32,7 +32,8 @@ except ConfigError as error:
     # RunError: Pulumi reports the message without a Python traceback.
     raise pulumi.RunError(error.report()) from None
 
-# 0. Read-only GPU preflight on every node; what it finds decides the GPU Operator's driver mode.
+# 0. Read-only GPU preflight on every GPU node (the others look for GPUs in their preparation); what it finds
+#    decides the GPU Operator's driver mode.
 gpu_preflight = GpuPreflight(spec) if preflight_runs(spec) else None
 
 # 1. A cluster: bootstrapped over SSH with kubeadm, or one that already exists.

@@ -1,13 +1,25 @@
-"""GpuPreflight: the read-only GPU preflight on every node; its parsed results drive the GPU Operator's values."""
+"""GpuPreflight: the read-only GPU preflight of every GPU node; its parsed results drive the GPU Operator's values.
+
+Every other node looks for GPUs nobody declared inside its preparation (components/render/gpu_operator.py,
+`own_preflight_command`); `report_undeclared_gpus` reports what that look found, as the preflight reports it.
+"""
 
 from __future__ import annotations
 
 import pulumi
 from pulumi_command import remote
 
-from .config.spec import Spec
+from .config.spec import NodeSpec, Spec
 from .node_command import step_command
-from .render.gpu_operator import PreflightResult, parse_preflight, preflight_report, preflight_step
+from .render.gpu_operator import (
+    PREFLIGHT_STEP,
+    PreflightResult,
+    own_preflight_command,
+    parse_preflight,
+    preflight_report,
+    preflight_step,
+)
+from .render.shell import split_output
 
 
 class GpuPreflight(pulumi.ComponentResource):
@@ -20,15 +32,21 @@ class GpuPreflight(pulumi.ComponentResource):
 
     def __init__(self, spec: Spec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("mlcluster:gpu_preflight:GpuPreflight", "gpu-preflight", None, opts)
-        # Read-only and independent of the other steps, so it runs first, on every node at once.
+        # Read-only and independent of the other steps, so it runs first, on every GPU node at once.
         self.commands = {
             node.name: step_command(f"{node.name}-{step.name}", spec, node, step, parent=self)
             for node in spec.nodes
+            if own_preflight_command(spec, node)
             for step in [preflight_step(node)]
         }
         stdouts = {name: command.stdout for name, command in self.commands.items()}
         self.by_node = {name: stdout.apply(parse_preflight) for name, stdout in stdouts.items()}
-        self.results = pulumi.Output.all(**stdouts).apply(lambda outs: _parse_and_report(spec, outs))
+        # Output.all() of nothing is a list, not a mapping: a stack with the operator on and no GPU node yet.
+        self.results = (
+            pulumi.Output.all(**stdouts).apply(lambda outs: _parse_and_report(spec, outs))
+            if stdouts
+            else pulumi.Output.from_input({})
+        )
         self.register_outputs({"results": self.results.apply(lambda r: {k: v.summary() for k, v in r.items()})})
 
 
@@ -43,3 +61,18 @@ def _parse_and_report(spec: Spec, stdouts: dict[str, str]) -> dict[str, Prefligh
         if nodes:
             pulumi.log.info(f"gpu preflight: driver {mode} on {', '.join(nodes)}")
     return results
+
+
+def report_undeclared_gpus(spec: Spec, node: NodeSpec, preparation: remote.Command) -> pulumi.Output[None]:
+    """Warn, as the preflight does, about what the look inside `node`'s preparation found (GPUs on a node
+    without a `gpu` section, a host it could not read). Known after the preparation ran; nothing waits on it."""
+
+    def report(stdout: str | None) -> None:
+        look = split_output(stdout or "").get(PREFLIGHT_STEP)
+        if look is None:
+            return
+        _, _, warnings = preflight_report(spec, {node.name: parse_preflight(look)})
+        for line in warnings:
+            pulumi.log.warn(f"gpu preflight: {line}", resource=preparation)
+
+    return preparation.stdout.apply(report)

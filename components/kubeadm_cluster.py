@@ -18,10 +18,11 @@ from .certificates import Certificates
 from .cluster_care import ClusterCare
 from .config.spec import NodeSpec, Spec
 from .control_plane import FirstControlPlane
-from .gpu_preflight import GpuPreflight
+from .gpu_preflight import GpuPreflight, report_undeclared_gpus
 from .node_command import step_command
 from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
+from .render.gpu_operator import looks_in_preparation
 from .render.kubeconfig import kubeconfig_reaching
 from .render.kubelet_placement import spec_warnings
 from .render.node_steps import join_credentials_step
@@ -39,17 +40,20 @@ class KubeadmCluster(pulumi.ComponentResource):
     def __init__(
         self, spec: Spec, preflight: GpuPreflight | None = None, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        """`preflight`: the GPU preflight, each node's first command (it installs the script library its
-        preparation sources)."""
+        """`preflight`: the GPU preflight, each GPU node's first command (it installs the script library its
+        preparation sources); every other node's preparation installs it and starts with a look for GPUs."""
         super().__init__("mlcluster:kubeadm_cluster:KubeadmCluster", spec.cluster.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         for warning in spec_warnings(spec):
             pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
         first_steps = preflight.commands if preflight is not None else {}
         prepared = {
-            node.name: prepare_node(spec, node, self, after=[first_steps[node.name]] if first_steps else [])
+            node.name: prepare_node(spec, node, self, after=[first_steps[n] for n in [node.name] if n in first_steps])
             for node in spec.nodes
         }
+        for node in spec.nodes:
+            if looks_in_preparation(spec, node):
+                report_undeclared_gpus(spec, node, prepared[node.name])
 
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)

@@ -25,6 +25,7 @@ from components.render.gpu_operator import (
 )
 from components.render.kubeadm import node_labels, node_taints
 from components.render.kueue import resource_flavors
+from components.render.shell import STEP_MARKER, script_of_command, split_parts
 
 from .conftest import as_config, load_spec, stack_values
 from .gpu_host import H200_LSPCI, H200_SMI, FakeGpuHost
@@ -211,7 +212,9 @@ def test_dra_is_accepted_from_1_34() -> None:
 
 
 class PreflightMocks(pulumi_mocks.Mocks):
-    """An engine where each node's GPU preflight printed what the real script printed on a fake host."""
+    """An engine where each node's GPU preflight printed what the real script printed on a fake host: a GPU
+    node's in its own command, any other node's as the first part of its preparation (a merged command's output,
+    each part after its step marker)."""
 
     def __init__(self, preflight_stdout: dict[str, str]) -> None:
         self.preflight_stdout = preflight_stdout
@@ -219,8 +222,11 @@ class PreflightMocks(pulumi_mocks.Mocks):
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
         if args.typ == "command:remote:Command":
-            node = args.name.removesuffix("-gpu-preflight")
-            outputs["stdout"] = self.preflight_stdout.get(node, "") if args.name.endswith("-gpu-preflight") else ""
+            node = args.name.removesuffix("-gpu-preflight").removesuffix("-prepare")
+            printed = self.preflight_stdout.get(node, "")
+            if args.name.endswith("-prepare") and printed:
+                printed = f"{STEP_MARKER}gpu-preflight\n{printed}{STEP_MARKER}os\nok: Ubuntu 24.04\n"
+            outputs["stdout"] = printed if args.name.endswith(("-gpu-preflight", "-prepare")) else ""
             outputs["stderr"] = ""
         if args.typ == "kubernetes:helm.sh/v3:Release":
             outputs["status"] = {"status": "deployed"}
@@ -347,9 +353,13 @@ def test_preview_shows_the_driver_as_computed_only_when_it_waits_on_the_prefligh
         "labels": {"nvidia.com/gpu.deploy.driver": COMPUTED},
         "annotations": {"mlcluster.io/decided-by-gpu-preflight": "nvidia.com/gpu.deploy.driver (gpu-1-gpu-preflight)"},
     }
+    # GPU nodes run the preflight as their own command; the others look for GPUs inside their preparation.
     assert [c.name for c in auto.of_type("command:remote:Command") if c.name.endswith("-gpu-preflight")] == [
-        f"{n}-gpu-preflight" for n in ("cp-1", "cp-2", "cp-3", "cpu-1", "cpu-2", "gpu-1", "gpu-2", "gpu-3", "gpu-4")
+        f"{n}-gpu-preflight" for n in ("gpu-1", "gpu-2", "gpu-3", "gpu-4")
     ]
+    for node in ("cp-1", "cp-2", "cp-3", "cpu-1", "cpu-2"):
+        parts = split_parts(script_of_command(auto.named(f"{node}-prepare").inputs["create"]) or "")
+        assert parts[0][0] == "gpu-preflight" and "EXPECT_GPU=false" in parts[0][1], node
     values, secret = stack_values("onprem")
     values["gpuOperator"] = {**values["gpuOperator"], "driver": "operator"}
     forced = run_stack(values=values, secret=secret)
@@ -555,3 +565,20 @@ def test_every_driver_upgrade_policy_error_is_reported_at_once() -> None:
         "gpuOperator.driverUpgradePolicy.maxUnavailable",
         "gpuOperator.driverUpgradePolicy.waitForCompletion.podSelector",
     ]
+
+
+def test_operator_on_without_gpu_nodes_runs_no_preflight_command_and_every_node_looks(run_stack) -> None:
+    """No node has a `gpu` section yet (GPU nodes come later): no preflight command at all, every preparation
+    starts with the look for undeclared GPUs and installs the library itself."""
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    for node in values["nodes"]:
+        node.pop("gpu", None)
+    for layer in ("kserve", "workloads"):
+        values.pop(layer, None)
+    values["kueue"] = {"enabled": False}
+    run = run_stack(values=values, secret=secret)
+    assert not [r for r in run.resources if r.name.endswith("-gpu-preflight")]
+    for node in values["nodes"]:
+        script = script_of_command(run.named(f"{node['name']}-prepare").inputs["create"]) or ""
+        assert split_parts(script)[0][0] == "gpu-preflight" and "MLCLUSTER_LIB_TEXT" in script, node["name"]

@@ -30,7 +30,7 @@ def test_onprem_registers_every_node_step_and_layer(run_stack) -> None:
             assert {f"{node.name}-kubeadm-join", f"{node.name}-drain-on-removal"} <= names
     assert {"cp-1-kubeadm-init", "cp-1-admin-kubeconfig", "cp-1-join-credentials"} <= names
     gpu_preflights = {n for n in names if n.endswith("-gpu-preflight")}
-    assert gpu_preflights == {f"{node.name}-gpu-preflight" for node in spec.nodes}
+    assert gpu_preflights == {f"{node.name}-gpu-preflight" for node in spec.nodes if node.gpu is not None}
     releases = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert {"gpu-operator", "kueue", "cert-manager", "kserve-crd", "kserve-resources", "kubeflow-trainer"} <= releases
     assert "tigera-operator" in releases

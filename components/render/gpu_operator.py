@@ -20,7 +20,7 @@ from ..config.spec import GPU_TAINT, NodeSpec, Spec
 from . import yaml_text
 from .helm import ChartRelease, tolerating
 from .monitoring import DCGM_METRICS_CONFIG, dcgm_counters_csv, dcgm_scraped
-from .shell import NodeStep, render_installing_script
+from .shell import NodeStep, render_installing_script, render_script
 
 NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 PREFLIGHT_STEP = "gpu-preflight"
@@ -105,20 +105,40 @@ def parse_preflight(stdout: str) -> PreflightResult:
 
 
 def preflight_runs(spec: Spec) -> bool:
-    """Whether every node runs the GPU preflight (first, before its preparation)."""
+    """Whether every node runs the GPU preflight (first, before the rest of its preparation)."""
     return spec.cluster.mode == "kubeadm" and spec.gpu_operator.enabled
 
 
+def own_preflight_command(spec: Spec, node: NodeSpec) -> bool:
+    """Whether the node runs the preflight as a command of its own: a GPU node, whose result decides its driver
+    (a value its label and the GPU Operator wait for, so it must not change whenever the preparation re-runs).
+    Any other node only looks for GPUs nobody declared, which only a warning reads: that look is the first part
+    of its preparation, one resource (and ~37 KB of state) less per node."""
+    return preflight_runs(spec) and node.gpu is not None
+
+
+def looks_in_preparation(spec: Spec, node: NodeSpec) -> bool:
+    """Whether the node's preparation starts with the look for undeclared GPUs (see own_preflight_command)."""
+    return preflight_runs(spec) and node.gpu is None
+
+
 def preflight_step(node: NodeSpec) -> NodeStep:
-    """Every node runs it: GPU nodes must have a GPU; on the others a found GPU is reported."""
+    """A GPU node's own command (it must have a GPU); on any other node the look for undeclared GPUs, a part of
+    its preparation (a found GPU is reported)."""
     expect = node.gpu is not None
-    title = "GPU preflight: devices, nouveau, host driver, kernel headers" if expect else "Look for NVIDIA GPUs"
     settings = {"EXPECT_GPU": str(expect).lower()}
+    if not expect:
+        return NodeStep(
+            name=PREFLIGHT_STEP,
+            title="Look for NVIDIA GPUs",
+            script=render_script(PREFLIGHT_STEP, settings),
+            settings=settings,
+        )
     # Read-only but for one thing: as the node's first command it installs mlcluster's own script library
     # (content-addressed under /var/lib/mlcluster/lib), so the preparation carries only its path.
     return NodeStep(
         name=PREFLIGHT_STEP,
-        title=title,
+        title="GPU preflight: devices, nouveau, host driver, kernel headers",
         script=render_installing_script(PREFLIGHT_STEP, settings),
         settings=settings,
         embeds_lib=True,

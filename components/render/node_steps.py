@@ -10,7 +10,7 @@ from ..config.checks import version_tuple
 from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
 from . import images, kubeadm
-from .gpu_operator import preflight_runs
+from .gpu_operator import looks_in_preparation, own_preflight_command, preflight_step
 from .shell import NodeStep, merge_steps, render_script, script_source
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
@@ -88,6 +88,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     version = spec.kubernetes_version.lstrip("v")
     image_disk = image_disk_step(node)
     return [
+        *([preflight_step(node)] if looks_in_preparation(spec, node) else []),
         _step("os", "Check the operating system"),
         _step("swap", "Turn swap off"),
         _step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
@@ -124,9 +125,9 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
 def prepare_step(spec: Spec, node: NodeSpec) -> NodeStep:
     """The preparation steps as the one command a node runs them in (they always run together, in order)."""
     steps = prepare_steps(spec, node)
-    # The node's first command installs the library: the GPU preflight when it runs, else this one.
+    # The node's first command installs the library: a GPU node's own preflight, else this one.
     title = f"Prepare the node: {len(steps)} steps"
-    return merge_steps(PREPARE_STEP, title, steps, install_lib=not preflight_runs(spec))
+    return merge_steps(PREPARE_STEP, title, steps, install_lib=not own_preflight_command(spec, node))
 
 
 def init_step(spec: Spec, node: NodeSpec) -> NodeStep:

@@ -18,7 +18,7 @@ from ..upstream import containerd_errors
 from .engine import FleetEngine
 from .gpu import give_gpus
 from .hosts import HostSpec
-from .steps import step_output
+from .steps import prepared, step_output, step_outputs
 
 pytestmark = pytest.mark.fleet
 
@@ -120,8 +120,14 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     assert hosts["gpu-a"].read(DROP_IN) == TOOLKIT_DROP_IN
     restarts = [c for c in hosts["gpu-a"].calls("systemctl") if c["argv"][:2] == ["restart", "containerd"]]
     assert len(restarts) == restarts_before + 1
-    preflights = [first.step(f"{n}-gpu-preflight") for n in ("cp-1", "w-cpu", "gpu-a")]
-    # Read-only and first: the preflights of all hosts overlap.
+    # The GPU node runs its preflight as its own command; the others look for GPUs as the first part of their
+    # preparation (one resource less each), which printed the same summary line.
+    assert not [s for s in first.steps if s.resource in ("cp-1-gpu-preflight", "w-cpu-gpu-preflight")]
+    for name in ("cp-1", "w-cpu"):
+        assert next(iter(step_outputs(prepared(first, name)))) == "gpu-preflight", name
+        assert "mlcluster-gpu-preflight: " in step_output(first, name, "gpu-preflight"), name
+    preflights = [first.step("gpu-a-gpu-preflight"), prepared(first, "cp-1"), prepared(first, "w-cpu")]
+    # Read-only and first: the GPU node's preflight overlaps the other hosts' preparations.
     assert max(p.started for p in preflights) < min(p.ended for p in preflights)
     print(
         "gpu fleet:",
