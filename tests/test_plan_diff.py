@@ -384,3 +384,27 @@ def test_plan_placement_has_no_secret_and_says_when_host_keys_are_not_pinned(run
     }
     assert document["placement"]["cp-2"]["hostKey"] == host_key_fingerprint(values["nodes"][1]["hostKey"])
     assert document["placement"]["cp-2"]["hostKey"].startswith("SHA256:")
+
+
+def test_a_removed_step_says_what_its_removal_runs() -> None:
+    """A removed step runs its recorded on-delete script; one without any runs nothing, and one kept with
+    retainOnDelete is only forgotten. The report says which: a reviewer must not read a drain into a removal
+    that runs none, nor miss one that does."""
+    old = base_plan()
+    old["resources"][1]["inputs"].pop("delete")  # the first node's kubelet step: no on-delete script
+    old["resources"][2]["options"]["retainOnDelete"] = True  # the second node's os step
+    removed = {r["name"] for r in old["resources"][:3]}
+    new = {**old, "resources": [r for r in old["resources"] if r["name"] not in removed]}
+    whys = {(c.node, c.step): c.why for c in diff_plans(old, new).steps}
+    first, second = NODES[0], NODES[1]
+    assert whys == {
+        (first, "os"): "step removed: its on-delete script runs",
+        (first, "kubelet"): "step removed: it has no on-delete script: nothing runs",
+        (second, "os"): "step removed: forgotten (retainOnDelete): nothing runs",
+    }
+    replaced = copy.deepcopy(old)
+    for resource in replaced["resources"][:2]:
+        resource["inputs"]["triggers"] = ["v2"]
+    whys = {(c.node, c.step): c.why for c in diff_plans(old, replaced).steps}
+    assert whys[(first, "os")] == "replaced (triggers changed): on-delete script runs, then the step"
+    assert whys[(first, "kubelet")] == "replaced (triggers changed): no on-delete script, then the step"

@@ -182,6 +182,16 @@ def input_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[KeyCha
     return [c for c in key_changes(old["inputs"], new["inputs"]) if not _under(c.key, ignored)]
 
 
+def _on_removal(resource: Mapping[str, Any]) -> str:
+    """What removing a command runs: its recorded on-delete script, or nothing (say so: a reviewer must not
+    read a drain or a reset into a removal that runs none)."""
+    if (resource.get("options") or {}).get("retainOnDelete"):
+        return "forgotten (retainOnDelete): nothing runs"
+    if resource["inputs"].get("delete"):
+        return "its on-delete script runs"
+    return "it has no on-delete script: nothing runs"
+
+
 def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange | None:
     node, step = str(new.get("runsOn") or "unknown"), _step_name(new)
     old_inputs, new_inputs = old["inputs"], new["inputs"]
@@ -197,7 +207,8 @@ def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange |
         return None
     replace_on = ["triggers", *(new["options"].get("replaceOnChanges") or [])]
     if any(_under(c.key, replace_on) for c in inputs):
-        return StepChange(node, step, "replaced", "replaced (triggers changed): on-delete script runs, then the step")
+        first = "on-delete script runs" if old["inputs"].get("delete") else "no on-delete script"
+        return StepChange(node, step, "replaced", f"replaced (triggers changed): {first}, then the step")
     if changed - {"delete"}:
         why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
         parts = part_changes(old_inputs.get("create"), new_inputs.get("create"))
@@ -291,7 +302,7 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
             if was is None:
                 steps.append(StepChange(node, step, "added", "new step: runs on up"))
             elif now is None:
-                steps.append(StepChange(node, step, "removed", "step removed: its on-delete script runs"))
+                steps.append(StepChange(node, step, "removed", f"step removed: {_on_removal(was)}"))
             elif change := _step_change(was, now):
                 steps.append(change)
         elif resource["type"] == RELEASE:
