@@ -81,7 +81,9 @@ def _mount_point(value: str) -> str | None:
 class RestartSpec:
     max_unavailable_control_planes: int = setting(
         1,
-        doc="Control-plane nodes whose kubelet/containerd restart at the same time when tuning changes.",
+        doc="Control-plane nodes whose kubelet/containerd restart at the same time when tuning changes (and, in a"
+        " Kubernetes upgrade, whose kubelets are drained and upgraded at the same time, after every control plane's"
+        " static pods).",
         check=checks.between(1, 100),
     )
     max_unavailable_workers: str = setting(
