@@ -47,11 +47,10 @@ class KubeadmCluster(pulumi.ComponentResource):
         for warning in spec_warnings(spec):
             pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
         first_steps = preflight.commands if preflight is not None else {}
-        prepared = {
-            node.name: prepare_node(spec, node, self, after=[first_steps[n] for n in [node.name] if n in first_steps])
-            for node in spec.nodes
-        }
+        prepared: dict[str, remote.Command] = {}
         for node in spec.nodes:
+            first_step = first_steps.get(node.name)
+            prepared[node.name] = prepare_node(spec, node, self, after=[first_step] if first_step else [])
             if looks_in_preparation(spec, node):
                 report_undeclared_gpus(spec, node, prepared[node.name])
 
