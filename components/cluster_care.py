@@ -53,16 +53,13 @@ class ClusterCare(pulumi.ComponentResource):
         previous_restarts = create_urn(
             spec.cluster.name, PREVIOUS_RESTARTS_COMPONENT, parent=opts.parent if opts is not None else None
         )
-        self.upgrade: list[remote.Command] = []
-        self.kubelet: dict[str, remote.Command] = {}
         previous: list[pulumi.Resource] = list(member.values())
         for stage in upgrade_steps(spec):
             current: list[pulumi.Resource] = []
             for upgrade in stage:
-                is_kubelet = upgrade.step.name == KUBELET_STEP
                 aliases = (
                     [create_urn(f"{upgrade.node.name}-kubelet-restart", COMMAND, parent=previous_restarts)]
-                    if is_kubelet
+                    if upgrade.step.name == KUBELET_STEP
                     else []
                 )
                 command = step_command(
@@ -74,9 +71,6 @@ class ClusterCare(pulumi.ComponentResource):
                     depends_on=previous,
                     aliases=aliases,
                 )
-                self.upgrade.append(command)
-                if is_kubelet:
-                    self.kubelet[upgrade.node.name] = command
                 current.append(command)
             previous = current
         self.register_outputs({})

@@ -71,7 +71,13 @@ def report_undeclared_gpus(spec: Spec, node: NodeSpec, preparation: remote.Comma
         look = split_output(stdout or "").get(PREFLIGHT_STEP)
         if look is None:
             return
-        _, _, warnings = preflight_report(spec, {node.name: parse_preflight(look)})
+        try:
+            result = parse_preflight(look)
+        except ValueError as error:
+            # Only a warning reads this: an unreadable look must not fail the `up` after the node was prepared.
+            pulumi.log.warn(f"gpu preflight: {node.name}: the look for GPUs printed no summary ({error})", preparation)
+            return
+        _, _, warnings = preflight_report(spec, {node.name: result})
         for line in warnings:
             pulumi.log.warn(f"gpu preflight: {line}", resource=preparation)
 

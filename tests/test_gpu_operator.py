@@ -325,6 +325,18 @@ def test_cpu_node_with_an_nvidia_gpu_is_reported_by_name(tmp_path, caplog) -> No
     assert any(m.startswith("gpu preflight: gpu-1 (gpu-1.lab.example): 8 NVIDIA GPU(s)") for m in infos), infos
 
 
+def test_a_look_without_its_summary_line_warns_and_does_not_fail_the_up(tmp_path, caplog) -> None:
+    """The look inside a CPU node's preparation feeds only a warning: output it cannot read (no summary line)
+    is reported, not raised after the node was prepared."""
+    stdout = preflight_outputs(tmp_path, {"cp-1": ("cpu", "false"), "gpu-1": ("gpu-bare", "true")})
+    stdout["w-1"] = "ok: no NVIDIA PCI device\n"
+    with caplog.at_level(logging.WARNING):
+        run = run_with_preflight(gpu_values(), stdout)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w for w in warnings if w.startswith("gpu preflight: w-1: the look for GPUs printed no summary")], warnings
+    assert release_values(run)["driver"]["enabled"] is True
+
+
 def test_dra_release_follows_the_driver_root(tmp_path) -> None:
     stdout = preflight_outputs(
         tmp_path, {"cp-1": ("cpu", "false"), "w-1": ("cpu", "false"), "gpu-1": ("gpu-preinstalled", "true")}
