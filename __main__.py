@@ -19,8 +19,10 @@ from components.image_logistics import ImageLogistics
 from components.kubeadm_cluster import KubeadmCluster
 from components.kueue import Kueue
 from components.monitoring import Monitoring
+from components.node_scripts import NodeScripts
 from components.render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from components.render.gpu_operator import preflight_runs
+from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from components.serving import Serving
 from components.storage import Storage
 from components.training import Training
@@ -32,12 +34,13 @@ except ConfigError as error:
     # RunError: Pulumi reports the message without a Python traceback.
     raise pulumi.RunError(error.report()) from None
 
-# 0. Read-only GPU preflight on every GPU node (the others look for GPUs in their preparation); what it finds
-#    decides the GPU Operator's driver mode.
-gpu_preflight = GpuPreflight(spec) if preflight_runs(spec) else None
+# 0. Each node's copy of the script files its steps source, then the read-only GPU preflight on every GPU node
+#    (the others look for GPUs in their preparation); what it finds decides the GPU Operator's driver mode.
+scripts = NodeScripts(spec) if spec.cluster.mode == "kubeadm" else None
+gpu_preflight = GpuPreflight(spec, scripts) if scripts is not None and preflight_runs(spec) else None
 
 # 1. A cluster: bootstrapped over SSH with kubeadm, or one that already exists.
-cluster = KubeadmCluster(spec, preflight=gpu_preflight) if spec.cluster.mode == "kubeadm" else ExistingCluster(spec)
+cluster = KubeadmCluster(spec, scripts, preflight=gpu_preflight) if scripts is not None else ExistingCluster(spec)
 provider = cluster.provider
 
 # 2. Networking, so nodes become Ready (kubeadm clusters only; managed clusters bring their own).
@@ -79,4 +82,5 @@ pulumi.export("kubeconfig", cluster.kubeconfig)
 if isinstance(cluster, KubeadmCluster):
     # Read back by the next run (a preview included) for the days left: components/render/certificates.py.
     pulumi.export(CERTIFICATES_OUTPUT, cluster.certificates.record)
+    pulumi.export(JOIN_CREDENTIALS_OUTPUT, cluster.join_record)
 pulumi.export("nodes", [node.name for node in spec.nodes])

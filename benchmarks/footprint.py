@@ -7,8 +7,8 @@ Kubernetes resources repeat every input (pulumi-command's outputs embed its inpu
 known before `up` and are left out, so real states are larger by what the steps print). The checkpoint
 model is a first `up` on a DIY backend, which rewrites the whole state file after every step: the sum over
 steps (in run order) of the state size at that step. Secrets, which a plan shows as "[secret]", are counted at
-the size the engine stores them encrypted (`SECRET_PLAINTEXT_BYTES`): the connection of every command holds the
-SSH private key, and a worker's join holds the admin kubeconfig on stdin.
+the size the engine stores them encrypted (`SECRET_PLAINTEXT_BYTES`): the connection of every command (and of
+each node's copy of the scripts) holds the SSH private key, and a join holds its credentials on stdin.
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ class PlanMeasure:
     cpu_seconds: float
 
 
-SECRET_PLAINTEXT_BYTES = {"connection": 650, "stdin": 5_600}
+SECRET_PLAINTEXT_BYTES = {"connection": 650, "stdin": 161}
 """What a plan shows as "[secret]" holds, in bytes, for the state model: a command's `connection` (host, port,
-user, the pinned host key and an ed25519 private key of ~410 bytes; an RSA key is ~3.2 KB more) and a step's
-`stdin` (for a worker's join, the admin kubeconfig with its embedded certificates and key: ~5.6 KB as kubeadm
-writes it). Any other secret counts as the connection's size."""
+user, the pinned host key and an ed25519 private key of ~410 bytes; an RSA key is ~3.2 KB more) and a join's
+`stdin` (the join credentials: a 23-character bootstrap token and the 71-character CA hash, and for a control
+plane a 64-character certificate key, a line each). Any other secret counts as the connection's size."""
 _SECRET_ENVELOPE = '{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"v1::"}'
 
 

@@ -9,21 +9,16 @@ first one first; the first control plane's step is what the admin kubeconfig is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 import pulumi
 from pulumi_command import remote
 
+from . import clock
 from .config.spec import Spec
 from .node_command import step_command
 from .render.certificates import OUTPUT, Decision, certificates_step, decide, record_from_output, record_output
-
-
-def utc_now() -> datetime:
-    """The program's clock (the SSH fleet's tests move it with the stubs' clock)."""
-    return datetime.now(UTC)
 
 
 class Certificates(pulumi.ComponentResource):
@@ -33,13 +28,15 @@ class Certificates(pulumi.ComponentResource):
     record: pulumi.Output[dict[str, Any]]
 
     def __init__(
-        self, spec: Spec, member: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None
+        self,
+        spec: Spec,
+        member: Mapping[str, pulumi.Resource],
+        previous: pulumi.StackReference,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`previous`: this stack's last deployment (its outputs; none before the first)."""
         super().__init__("mlcluster:certificates:Certificates", spec.cluster.name, None, opts)
-        # Before the first deployment the stack has no outputs: the reference answers an empty map.
-        own_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-        previous = pulumi.StackReference(own_stack, opts=pulumi.ResourceOptions(parent=self))
-        now = utc_now()
+        now = clock.utc_now()
         decision = previous.get_output(OUTPUT).apply(
             lambda value: decide(record_from_output(value), now, spec.certificates)
         )

@@ -11,6 +11,7 @@ from pulumi_command import remote
 
 from .config.spec import NodeSpec, Spec
 from .node_command import step_command
+from .node_scripts import NodeScripts
 from .render.gpu_operator import (
     PREFLIGHT_STEP,
     PreflightResult,
@@ -30,11 +31,14 @@ class GpuPreflight(pulumi.ComponentResource):
     by_node: dict[str, pulumi.Output[PreflightResult]]
     commands: dict[str, remote.Command]
 
-    def __init__(self, spec: Spec, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, spec: Spec, scripts: NodeScripts, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("mlcluster:gpu_preflight:GpuPreflight", "gpu-preflight", None, opts)
-        # Read-only and independent of the other steps, so it runs first, on every GPU node at once.
+        # Read-only and independent of the other steps, so it runs first (once the node has its copy of the
+        # scripts), on every GPU node at once.
         self.commands = {
-            node.name: step_command(f"{node.name}-{step.name}", spec, node, step, parent=self)
+            node.name: step_command(
+                f"{node.name}-{step.name}", spec, node, step, parent=self, depends_on=[scripts.copies[node.name]]
+            )
             for node in spec.nodes
             if own_preflight_command(spec, node)
             for step in [preflight_step(node)]

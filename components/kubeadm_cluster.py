@@ -1,11 +1,10 @@
 """KubeadmCluster: bare hosts to a Kubernetes cluster over SSH, and the provider for the platform layers.
 
-Order: every node prepares in parallel; the first control plane inits; further control planes join one
-at a time (etcd membership changes are safest serialised); workers join in parallel once the control
-planes are in. Workers mint their own short-lived token when their join runs (stdin: the admin
-kubeconfig), so a join retried after a failure, or a node added months later, never reads an expired one
-from the state. Control planes need a certificate key only a control plane can upload: one join-credentials
-step on the first control plane serves them all.
+Order: every node prepares in parallel (once it has its copy of the scripts); the first control plane inits;
+further control planes join one at a time (etcd membership changes are safest serialised); workers join in
+parallel once the control planes are in. One join-credentials step on the first control plane serves every
+join (token and CA hash; a certificate key while control planes join, which only a control plane can upload),
+minted again whenever a join could otherwise read expired ones (components/join_credentials.py).
 """
 
 from __future__ import annotations
@@ -19,13 +18,14 @@ from .cluster_care import ClusterCare
 from .config.spec import NodeSpec, Spec
 from .control_plane import FirstControlPlane
 from .gpu_preflight import GpuPreflight, report_undeclared_gpus
-from .node_command import step_command
+from .join_credentials import join_credentials
 from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
+from .node_scripts import NodeScripts
 from .render.gpu_operator import looks_in_preparation
+from .render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from .render.kubeconfig import kubeconfig_reaching
 from .render.kubelet_placement import spec_warnings
-from .render.node_steps import join_credentials_step
 
 
 def cluster_identifier(spec: Spec) -> str:
@@ -38,29 +38,42 @@ class KubeadmCluster(pulumi.ComponentResource):
     provider: k8s.Provider
 
     def __init__(
-        self, spec: Spec, preflight: GpuPreflight | None = None, opts: pulumi.ResourceOptions | None = None
+        self,
+        spec: Spec,
+        scripts: NodeScripts,
+        preflight: GpuPreflight | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """`preflight`: the GPU preflight, each GPU node's first command (it installs the script library its
-        preparation sources); every other node's preparation installs it and starts with a look for GPUs."""
+        """`scripts`: each node's copy of the script files, which its first command waits for. `preflight`: the
+        GPU preflight, which a GPU node's preparation waits for (a node that lacks its GPUs is left as it was);
+        every other node's preparation starts with a look for GPUs."""
         super().__init__("mlcluster:kubeadm_cluster:KubeadmCluster", spec.cluster.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         for warning in spec_warnings(spec):
             pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
-        first_steps = preflight.commands if preflight is not None else {}
+        preflights = preflight.commands if preflight is not None else {}
         prepared: dict[str, remote.Command] = {}
         for node in spec.nodes:
-            first_step = first_steps.get(node.name)
-            prepared[node.name] = prepare_node(spec, node, self, after=[first_step] if first_step else [])
+            first_step = preflights.get(node.name) or scripts.copies[node.name]
+            prepared[node.name] = prepare_node(spec, node, self, after=[first_step])
             if looks_in_preparation(spec, node):
                 report_undeclared_gpus(spec, node, prepared[node.name])
 
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)
+        # This stack's last deployment (none before the first): the certificates' dates and the join
+        # credentials' record.
+        own_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+        previous = pulumi.StackReference(own_stack, opts=child)
 
         last_control_plane_join: pulumi.Resource = control_plane.init
         joins: dict[str, NodeJoin] = {}
+        credentials, self.join_record = join_credentials(
+            spec, first, parent=self, previous=previous, after=[control_plane.init]
+        )
 
-        def join(node: NodeSpec, credentials: remote.Command) -> NodeJoin:
+        def join(node: NodeSpec) -> NodeJoin:
+            assert credentials is not None, "a node joins, so there are credentials"
             joins[node.name] = join_node(
                 spec,
                 node,
@@ -72,23 +85,14 @@ class KubeadmCluster(pulumi.ComponentResource):
             )
             return joins[node.name]
 
-        if other_control_planes:
-            control_plane_credentials = step_command(
-                f"{first.name}-join-credentials",
-                spec,
-                first,
-                join_credentials_step(other_control_planes),
-                parent=self,
-                depends_on=[control_plane.init],
-            )
         for node in other_control_planes:
-            last_control_plane_join = join(node, control_plane_credentials).join
+            last_control_plane_join = join(node).join
         # Certificates on each control plane once it is in; the admin kubeconfig is read after the first one's
-        # (a renewal renews admin.conf there), and workers mint their join tokens with it.
-        self.certificates = Certificates(spec, self._members(control_plane, joins), opts=child)
+        # (a renewal renews admin.conf there).
+        self.certificates = Certificates(spec, self._members(control_plane, joins), previous, opts=child)
         control_plane.read_kubeconfig(self.certificates.steps[first.name], self.certificates.renew_before)
         for node in spec.workers:
-            join(node, control_plane.kubeconfig_step)
+            join(node)
 
         # Upgrades, each node's kubelet command (day-2 tuning restarts batch by batch) and etcd snapshots, once
         # every node is in the cluster.
@@ -108,7 +112,7 @@ class KubeadmCluster(pulumi.ComponentResource):
             cluster_identifier=cluster_identifier(spec),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[j.join for j in joins.values()]),
         )
-        self.register_outputs({"kubeconfig": self.kubeconfig})
+        self.register_outputs({"kubeconfig": self.kubeconfig, JOIN_CREDENTIALS_OUTPUT: self.join_record})
 
     @staticmethod
     def _members(control_plane: FirstControlPlane, joins: dict[str, NodeJoin]) -> dict[str, pulumi.Resource]:

@@ -9,7 +9,7 @@ from pulumi_command import remote
 
 from .config.spec import NodeSpec, Spec
 from .connection import node_connection, ssh_user
-from .render.shell import NodeStep, remote_command, with_installed_lib
+from .render.shell import NodeStep, remote_command
 
 
 def step_command(
@@ -35,13 +35,10 @@ def step_command(
     secret_outputs = ["stdout", "stderr"] if step.secret_stdout else []
 
     def command(script: str | None, tag: str) -> str | None:
-        if not script:
-            return None
-        as_rendered = step.embeds_lib or step.standalone or step.sources_lib
-        return remote_command(script if as_rendered else with_installed_lib(script), user, tag)
+        return remote_command(script, user, tag) if script else None
 
     def _rendered_command(rendered_step: NodeStep) -> str:
-        text = command(rendered_step.script, rendered_step.name)
+        text = command(rendered_step.command_script, rendered_step.name)
         if text is None:
             raise ValueError(f"{resource_name}: a step decided at run time must have a script")
         return text
@@ -49,8 +46,8 @@ def step_command(
     return remote.Command(
         resource_name,
         connection=node_connection(spec, node),
-        create=command(step.script, step.name) if rendered is None else rendered.apply(_rendered_command),
-        delete=command(step.delete_script, step.name + "-delete"),
+        create=command(step.command_script, step.name) if rendered is None else rendered.apply(_rendered_command),
+        delete=command(step.command_delete_script, step.name + "-delete"),
         stdin=stdin,
         # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.
         add_previous_output_in_env=False,

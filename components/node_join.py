@@ -40,9 +40,8 @@ def join_node(
     credentials: remote.Command,
     join_after: Sequence[pulumi.Resource],
 ) -> NodeJoin:
-    """`credentials` prints what the join reads on stdin: the admin kubeconfig for a worker (it mints its
-    own token when the join runs, so a retry hours later still has a valid one), token, CA hash and
-    certificate key for a control plane."""
+    """`credentials` prints what the join reads on stdin: token, CA hash and (while control planes join) the
+    certificate key, which only a control plane gets."""
     # A stack deployed before knows these resources under the old component: without the aliases Pulumi
     # would replace them, and replacing deletes the old ones, which drains the node and `kubeadm reset`s it.
     previous_parent = create_urn(node.name, PREVIOUS_COMPONENT, parent=parent)
@@ -58,7 +57,9 @@ def join_node(
         join_step(spec, node),
         parent=parent,
         depends_on=[prepared, credentials, *join_after],
-        stdin=pulumi.Output.secret(credentials.stdout),
+        stdin=pulumi.Output.secret(
+            credentials.stdout if node.is_control_plane else credentials.stdout.apply(_token_and_ca_hash)
+        ),
         # A credential is spent at join; a fresh token (or a renewed kubeconfig) must not re-run this join.
         ignore_changes=["stdin"],
         # A host that is gone cannot run its reset; removing it only forgets the join.
@@ -76,3 +77,8 @@ def join_node(
         aliases=[previously(drain_name)],
     )
     return NodeJoin(join, drain)
+
+
+def _token_and_ca_hash(printed: str) -> str:
+    """A worker's part of the join credentials: the token and the CA hash, not the control planes' key."""
+    return "".join(f"{line}\n" for line in printed.splitlines()[:2])

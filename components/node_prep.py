@@ -16,8 +16,8 @@ def prepare_node(
     spec: Spec, node: NodeSpec, parent: pulumi.Resource, after: Sequence[pulumi.Resource] = ()
 ) -> remote.Command:
     """What must wait for the node waits for this. The steps always run together, so a component and a
-    resource per step would only add state and dependency edges (13 resources a node, before). `after`: the
-    node's earlier command that installed the script library, when there is one."""
+    resource per step would only add state and dependency edges (13 resources a node, before). `after`: what
+    must run on the node first (its copy of the script files, or the GPU preflight that waited for it)."""
     return step_command(
         f"{node.name}-{PREPARE_STEP}", spec, node, prepare_step(spec, node), parent=parent, depends_on=after
     )

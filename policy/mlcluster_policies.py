@@ -24,6 +24,9 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError
 
 COMMAND = "command:remote:Command"
+COPY = "command:remote:CopyToRemote"
+SSH_TYPES = (COMMAND, COPY)
+"""The resources that open SSH sessions (a command, the copy of each node's scripts)."""
 HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 
@@ -87,7 +90,7 @@ def _int(quantity: Any) -> int | None:
 
 
 def _host_keys_pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != COMMAND:
+    if args.resource_type not in SSH_TYPES:
         return
     connection = _get(args.props, "connection")
     if not isinstance(connection, Mapping):
@@ -221,14 +224,15 @@ def _kubelet_thresholds_sane(args: ResourceValidationArgs, report: ReportViolati
 # --- no-secret-in-plain-input ---------------------------------------------------------------------
 
 # The inputs mlcluster marks secret (or sends on stdin); a secret-looking value anywhere else has leaked.
+CONNECTION_SECRETS = (
+    "connection.privateKey",
+    "connection.password",
+    "connection.proxy.privateKey",
+    "connection.proxy.password",
+)
 SECRET_INPUTS: dict[str, tuple[str, ...]] = {
-    COMMAND: (
-        "connection.privateKey",
-        "connection.password",
-        "connection.proxy.privateKey",
-        "connection.proxy.password",
-        "stdin",
-    ),
+    COMMAND: (*CONNECTION_SECRETS, "stdin"),
+    COPY: CONNECTION_SECRETS,
     KUBERNETES_PROVIDER: ("kubeconfig",),
     "kubernetes:core/v1:Secret": ("data", "stringData"),
 }

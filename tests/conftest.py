@@ -12,6 +12,7 @@ import pytest
 from components.config.load import read_stack_file, spec_from_values
 from components.config.spec import Spec
 from components.plan.engine import COMPUTED, SECRET, ProgramRun, RecordedResource, run_program
+from components.render.shell import expand_stored, script_of_command, store_catalog
 
 PROJECT = Path(__file__).resolve().parents[1]
 STACKS = PROJECT / "stacks"
@@ -39,6 +40,12 @@ def known(value: Any) -> Any:
     """Guard against vacuous checks: a preview unknown or a hidden secret is a failure, not a pass."""
     assert value not in (COMPUTED, SECRET, None), f"value is {value!r}: the assertion would check nothing"
     return value
+
+
+def runs(command: Any) -> str:
+    """What a recorded command runs: its script with the files it sources from the node's copy written out."""
+    script = known(script_of_command(known(command)))
+    return expand_stored(script, store_catalog())
 
 
 class Run:

@@ -90,6 +90,18 @@ def two_control_planes(values: dict[str, Any]) -> None:
 
 
 CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    (
+        "ssh key or agent",
+        delete("ssh.privateKey"),
+        "mlcluster:ssh.privateKey: is required when cluster.mode is kubeadm, unless ssh.agent is true (the SSH"
+        " agent's keys)",
+    ),
+    (
+        "ssh key and agent",
+        mutate("ssh.agent", True),
+        "mlcluster:ssh.agent: cannot be true with ssh.privateKey set: authenticate with one of them (remove the key to"
+        " use the agent)",
+    ),
     ("type: integer", mutate("ssh.port", "twenty-two"), 'mlcluster:ssh.port: must be an integer, got "twenty-two"'),
     ("type: list", mutate("nodes.0.roles", "control-plane"), "mlcluster:nodes[0].roles: must be a list"),
     ("type: map", mutate("kubelet", 5), "mlcluster:kubelet: must be a map, got 5"),
@@ -245,3 +257,13 @@ def test_a_mistyped_secret_is_not_echoed() -> None:
     errors = errors_of(values)
     assert "mlcluster:ssh.privateKey: must be a string, got something else" in errors
     assert not any("PRIVATE-KEY-TEXT" in e for e in errors)
+
+
+def test_the_ssh_agent_instead_of_a_key_leaves_no_key_in_any_connection(run_stack) -> None:
+    values = base()
+    values["ssh"] = {"user": "ubuntu", "agent": True}
+    spec = parse(values, secret=())
+    assert spec.ssh.agent and spec.ssh.private_key is None
+    run = run_stack("agent", values=values, secret=[])
+    connections = [r.raw_inputs["connection"] for r in run.resources if "connection" in r.raw_inputs]
+    assert len(connections) > 10 and all("privateKey" not in c and c["user"] == "ubuntu" for c in connections)

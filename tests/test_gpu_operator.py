@@ -25,7 +25,7 @@ from components.render.gpu_operator import (
 )
 from components.render.kubeadm import node_labels, node_taints
 from components.render.kueue import resource_flavors
-from components.render.shell import STEP_MARKER, script_of_command, split_parts
+from components.render.shell import STEP_MARKER, script_of_command, split_parts, stored_file
 
 from .conftest import as_config, load_spec, stack_values
 from .gpu_host import H200_LSPCI, H200_SMI, FakeGpuHost
@@ -366,7 +366,7 @@ def test_preview_shows_the_driver_as_computed_only_when_it_waits_on_the_prefligh
         "annotations": {"mlcluster.io/decided-by-gpu-preflight": "nvidia.com/gpu.deploy.driver (gpu-1-gpu-preflight)"},
     }
     # GPU nodes run the preflight as their own command; the others look for GPUs inside their preparation.
-    assert [c.name for c in auto.of_type("command:remote:Command") if c.name.endswith("-gpu-preflight")] == [
+    assert sorted(c.name for c in auto.of_type("command:remote:Command") if c.name.endswith("-gpu-preflight")) == [
         f"{n}-gpu-preflight" for n in ("gpu-1", "gpu-2", "gpu-3", "gpu-4")
     ]
     for node in ("cp-1", "cp-2", "cp-3", "cpu-1", "cpu-2"):
@@ -581,7 +581,7 @@ def test_every_driver_upgrade_policy_error_is_reported_at_once() -> None:
 
 def test_operator_on_without_gpu_nodes_runs_no_preflight_command_and_every_node_looks(run_stack) -> None:
     """No node has a `gpu` section yet (GPU nodes come later): no preflight command at all, every preparation
-    starts with the look for undeclared GPUs and installs the library itself."""
+    starts with the look for undeclared GPUs (after the node's copy of the scripts)."""
     values, secret = stack_values("onprem")
     values = copy.deepcopy(values)
     for node in values["nodes"]:
@@ -593,4 +593,5 @@ def test_operator_on_without_gpu_nodes_runs_no_preflight_command_and_every_node_
     assert not [r for r in run.resources if r.name.endswith("-gpu-preflight")]
     for node in values["nodes"]:
         script = script_of_command(run.named(f"{node['name']}-prepare").inputs["create"]) or ""
-        assert split_parts(script)[0][0] == "gpu-preflight" and "MLCLUSTER_LIB_TEXT" in script, node["name"]
+        assert split_parts(script)[0][0] == "gpu-preflight" and stored_file("gpu-preflight") in script, node["name"]
+        assert run.urn_of(f"{node['name']}-scripts") in run.named(f"{node['name']}-prepare").depends_on

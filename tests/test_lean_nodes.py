@@ -1,6 +1,6 @@
-"""What a node costs the engine stays small: resources, stored state and dependency edges per node, the
-shared library installed once per node, no dependency fan-in without data flow, and the merged prepare
-command behaving like the steps it is made of."""
+"""What a node costs the engine stays small: resources, stored state and dependency edges per node, script text
+sourced from each node's copy of the scripts instead of stored in every command, no dependency fan-in without
+data flow, and the merged prepare command behaving like the steps it is made of."""
 
 from __future__ import annotations
 
@@ -14,17 +14,19 @@ from benchmarks.stacks import generated_values
 from components.plan.writer import plan_document
 from components.render import shell
 from components.render.shell import (
-    LIB_DIR,
     STEP_MARKER,
-    lib_path,
+    STORE,
+    expand_stored,
     lib_text,
     merged_script,
-    script_of_command,
     split_output,
-    with_installed_lib,
+    store_catalog,
+    stored_file,
+    stored_files_of,
 )
 
 from .conftest import load_spec, stack_values
+from .gpu_host import H200_LSPCI, H200_SMI, FakeGpuHost
 
 COMMAND = "command:remote:Command"
 
@@ -32,26 +34,31 @@ COMMAND = "command:remote:Command"
 # platform's fixed resources do not count): 3 control planes, one worker in four with 8 GPUs. Before the
 # merged prepare command a node cost 13.6 resources (11.5 custom), 154 KB of state and 40 dependency edges
 # at 100 nodes, 265 edges at 1,000 (every GPU label patch waited on every node's preflight).
-MAX_RESOURCES_PER_NODE = 5.0
+MAX_RESOURCES_PER_NODE = 5.5
 """6.3 with the merged prepare command; the upgrade steps (each node's kubelet upgrade, and its drain and
 uncordon on the first control plane, issue 16) added about one more per node (7.25); the per-node NodeJoin
 component went (its commands kept their URNs as aliases): 6.25; the kubelet upgrade and the tuning restart
 became one kubelet command (and the batch gates went): 5.25; a node without a `gpu` section looks for GPUs
 inside its preparation instead of a preflight command of its own: 4.5 (three in four generated nodes have no
-GPU). Left per node: the preparation, the join, its drain marker, the kubelet command; a GPU node also its
-preflight and its label patch."""
-MAX_CUSTOM_RESOURCES_PER_NODE = 5.0
-MAX_STATE_BYTES_PER_NODE = 125_000
+GPU); each node's copy of the script files (one CopyToRemote, which took ~85 KB of script text out of its
+commands): 5.5. Per node: the copy, the preparation, the join, its drain marker, the kubelet command; a GPU node
+also its preflight and its label patch."""
+MAX_CUSTOM_RESOURCES_PER_NODE = 5.5
+MAX_STATE_BYTES_PER_NODE = 40_000
 """85 KB when the merged command landed; the firewall ports, the worker's own join token, the input guards
 and the upgrade steps that landed beside it added script text (109 KB). Since the model counts secrets at
 their encrypted size (the SSH key in every command's connection, ~2 KB a command; the admin kubeconfig a
-worker's join reads on stdin, ~15 KB), 136 KB; one command less for the kubelet and, on a node without GPUs, for
-the preflight: 117.5 KB. Issue 20's ~10 KB is not met."""
+worker's join read on stdin, ~15 KB), 136 KB; one command less for the kubelet and, on a node without GPUs, for
+the preflight: 117.5 KB. The commands source the library and their step bodies from the node's copy of the
+scripts (51 KB), and joins read the join credentials (token and CA hash) instead of the admin kubeconfig:
+36.5 KB. Left: each command's settings (the preparation's containerd and kubelet settings, ~6 KB, twice) and
+the SSH key in each of the node's five connections (~2 KB each)."""
 MAX_EDGES_PER_NODE = 12.5
 """9.8 with the merged command; layers that wait on the GPU Operator component wait on each GPU node's label
 patch inside it (the upgrade steps and the monitoring layers added such waits): 15.75; the preparation waits
 for the preflight that installs the library it sources: 16.75; without the separate kubelet restart (and its
-batch gates) and the preflight of nodes without GPUs: 11.25."""
+batch gates) and the preflight of nodes without GPUs: 11.25; the first command of each node waits for its copy
+of the scripts: 12.25."""
 
 
 def generated_footprint(run_stack, nodes: int) -> Footprint:
@@ -105,45 +112,98 @@ def test_gpu_label_patches_wait_only_on_their_own_nodes_preflight(run_stack) -> 
         assert waited == {f"{node}-gpu-preflight"}, (patch.name, waited)
 
 
-@pytest.mark.parametrize(("gpu_operator", "carrier"), [(True, "-gpu-preflight"), (False, "-prepare")])
-def test_each_node_carries_the_library_once_in_its_first_command(run_stack, gpu_operator, carrier) -> None:
-    """The node's first command (a GPU node's own preflight when the operator is on, else the preparation)
-    installs the library; every other command, the preparation after a preflight included, sources it by its
-    content path."""
+SCRIPT_COPY = "command:remote:CopyToRemote"
+
+
+@pytest.mark.parametrize("gpu_operator", [True, False])
+def test_no_command_carries_script_text_its_node_copy_holds(run_stack, gpu_operator) -> None:
+    """Every command sources the library and its step bodies from its host's copy of the scripts, which it runs
+    after (a dependency path to that host's `-scripts` copy); only the standalone admin kubeconfig carries its
+    own text. Each sourced file is in the copy, and the copy is every script file as it is now."""
     values, secret = stack_values("onprem")
     if not gpu_operator:
         values["gpuOperator"] = {**values.get("gpuOperator", {}), "enabled": False}
         # GPU fault handling reads the operator's DCGM: off with it.
         values["monitoring"] = {**values.get("monitoring", {}), "faultHandling": {"mode": "off"}}
     run = run_stack("onprem", values=values, secret=secret)
-    commands = [r for r in run.of_type(COMMAND) if isinstance(r.inputs.get("create"), str)]
-    carriers = {r.name for r in commands if lib_text() in r.inputs["create"]}
-    gpu_nodes = {n["name"] for n in values["nodes"] if "gpu" in n}
-    first = {f"{n['name']}{carrier if n['name'] in gpu_nodes else '-prepare'}" for n in values["nodes"]}
-    assert carriers == first
-    assert len(carriers) == len(values["nodes"]) and len(gpu_nodes) == 4
-    for resource in commands:
+    catalog = store_catalog()
+    copies = {r.raw_inputs["connection"]["host"]: r.urn for r in run.of_type(SCRIPT_COPY)}
+    assert len(copies) == len(values["nodes"])
+    by_urn = {r.urn: r for r in run.resources}
+
+    def reaches(resource, goal: str) -> bool:
+        pending, seen = [resource.urn], set()
+        while pending:
+            urn = pending.pop()
+            if urn == goal:
+                return True
+            if urn not in seen and urn in by_urn:
+                seen.add(urn)
+                pending += by_urn[urn].depends_on
+        return False
+
+    bodies = [text for name, text in catalog.items() if len(text) > 400 and not name.startswith("admin-kubeconfig")]
+    for resource in run.of_type(COMMAND):
+        standalone = resource.name.endswith("-admin-kubeconfig")
         for key in ("create", "delete"):
             text = resource.inputs.get(key)
-            if isinstance(text, str) and resource.name not in carriers:
-                # The admin kubeconfig is standalone: a library edit must not make the provider's kubeconfig unknown.
-                standalone = resource.name.endswith("-admin-kubeconfig")
-                assert (f". {lib_path()}\n" in text) != standalone, (resource.name, key)
-    first = script_of_command(run.named(f"gpu-1{carrier}").inputs["create"]) or ""
-    assert f"cat >{lib_path()}.tmp <<'MLCLUSTER_LIB_TEXT'\n{lib_text()}MLCLUSTER_LIB_TEXT\n" in first
-    if gpu_operator:
-        # The preparation waits for the command that installed what it sources.
-        assert run.urn_of("gpu-1-gpu-preflight") in run.named("gpu-1-prepare").depends_on
+            if not isinstance(text, str):
+                continue
+            sourced = stored_files_of(text)
+            assert (sourced == []) == standalone, (resource.name, key)
+            assert set(sourced) <= set(catalog), (resource.name, set(sourced) - set(catalog))
+            assert not [b for b in bodies if b in text], resource.name
+        if not standalone:
+            assert reaches(resource, copies[resource.raw_inputs["connection"]["host"]]), resource.name
+    copy = run.of_type(SCRIPT_COPY)[0]
+    folder = Path(copy.inputs["source"]["archive"])
+    assert {p.name: p.read_text() for p in folder.iterdir()} == catalog and folder.name == STORE
+    assert copy.inputs["remotePath"] == "."
 
 
-def test_a_changed_library_changes_every_command_that_sources_it(monkeypatch) -> None:
-    script = shell.render_script("swap", {})
-    before = with_installed_lib(script)
-    monkeypatch.setattr(shell, "lib_text", lambda: shell._body("lib.sh") + "# one more line\n")
-    after = with_installed_lib(shell.render_script("swap", {}).replace(shell._body("lib.sh"), shell.lib_text()))
-    assert lib_path() in after and lib_path() not in before and before != after
-    with pytest.raises(ValueError, match="does not embed"):
-        with_installed_lib("#!/usr/bin/env bash\ntrue\n")
+def test_a_changed_script_changes_only_the_commands_that_source_it(monkeypatch) -> None:
+    from components.render import node_steps
+
+    spec = load_spec(*stack_values("onprem"))
+    node = spec.nodes[3]
+    before = {"prepare": node_steps.prepare_step(spec, node), "join": node_steps.join_step(spec, node)}
+    original = shell.script_source
+    monkeypatch.setattr(
+        shell, "script_source", lambda name: original(name) + ("# one more line\n" if name == "swap.sh" else "")
+    )
+    after = {"prepare": node_steps.prepare_step(spec, node), "join": node_steps.join_step(spec, node)}
+    assert before["join"].node_script == after["join"].node_script
+    old, new = before["prepare"].node_script or "", after["prepare"].node_script or ""
+    assert old != new and stored_file("swap") in new and stored_file("swap") not in old
+    assert stored_file("swap") in store_catalog() and store_catalog()[stored_file("swap")].endswith("# one more line\n")
+
+
+def test_the_node_form_runs_as_the_full_script_does_and_says_what_is_missing(tmp_path) -> None:
+    """The GPU preflight (a real step) from a node's copy of the scripts prints what its full script prints;
+    with a file missing from the copy it stops before running anything, naming the file and the remedy."""
+    from components.render.gpu_operator import preflight_step
+    from components.render.shell import remote_command
+
+    spec = load_spec(*stack_values("onprem"))
+    step = preflight_step(next(n for n in spec.nodes if n.gpu is not None))
+    env = FakeGpuHost(lspci=[H200_LSPCI], nvidia_smi=[H200_SMI], kernel_headers=True).install(tmp_path / "host")
+    home = tmp_path / "home"
+    (home / STORE).mkdir(parents=True)
+    for name, text in store_catalog().items():
+        (home / STORE / name).write_text(text)
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        command = remote_command(script, "root", step.name)
+        return subprocess.run(["sh", "-c", command], cwd=home, env=env, capture_output=True, text=True, check=False)
+
+    full, from_copy = run(step.script or ""), run(step.node_script or "")
+    assert full.returncode == from_copy.returncode == 0, from_copy.stderr
+    assert from_copy.stdout == full.stdout and "mlcluster-gpu-preflight: " in full.stdout
+    assert expand_stored(step.node_script or "", store_catalog()).count(lib_text()) == 1
+    (home / STORE / stored_file("gpu-preflight")).unlink()
+    missing = run(step.node_script or "")
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert f"{STORE}/{stored_file('gpu-preflight')} is missing" in missing.stderr and "--replace" in missing.stderr
 
 
 def part(name: str, body: str, *, reads_stdin: bool = False) -> tuple[str, str]:
@@ -155,8 +215,7 @@ def part(name: str, body: str, *, reads_stdin: bool = False) -> tuple[str, str]:
 
 
 def run_merged(tmp_path: Path, parts: list[tuple[str, str]], stdin: str = "") -> subprocess.CompletedProcess[str]:
-    # The library goes to a directory of this test, not the machine's /var/lib/mlcluster.
-    script = merged_script("prepare", parts).replace(LIB_DIR, str(tmp_path / "lib"))
+    script = merged_script("prepare", parts)
     return subprocess.run(["bash", "-c", script], input=stdin, capture_output=True, text=True, check=False)
 
 
@@ -173,8 +232,6 @@ def test_merged_command_runs_each_step_in_order_and_isolated(tmp_path) -> None:
         "second": "changed: second saw nothing\n",
         "reader": "ok: read 6 characters\n",
     }
-    installed = tmp_path / "lib" / Path(lib_path()).name
-    assert installed.read_text() == lib_text()
 
 
 def test_merged_command_names_the_failing_step_and_stops_there(tmp_path) -> None:
@@ -205,7 +262,8 @@ def test_merging_refuses_steps_that_must_run_alone() -> None:
     with pytest.raises(ValueError, match="run alone"):
         merge_steps("x", "t", [plain, NodeStep("kubeadm-join", "t", "s", delete_script="reset")])
     merged = merge_steps("x", "t", [plain])
-    assert merged.embeds_lib and "# ---- mlcluster step: swap: t\n" in (merged.script or "")
+    assert "# ---- mlcluster step: swap: t\n" in (merged.script or "") and lib_text() in (merged.script or "")
+    assert stored_files_of(merged.node_script or "") == [stored_file("lib"), stored_file("swap")]
 
 
 def test_the_plans_cycle_check_answers_as_the_sdks_does() -> None:
@@ -272,10 +330,13 @@ def test_the_state_model_counts_secrets_at_their_encrypted_size() -> None:
 
     bare = {"inputs": {"create": "x"}, "dependsOn": [], "urn": "u", "type": COMMAND, "parent": "p"}
     with_key = {**bare, "inputs": {"create": "x", "connection": "[secret]"}}
-    with_kubeconfig = {**bare, "inputs": {"create": "x", "connection": "[secret]", "stdin": "[secret]"}}
+    with_credentials = {**bare, "inputs": {"create": "x", "connection": "[secret]", "stdin": "[secret]"}}
     connection = stored_state(with_key) - stored_state(bare)
     assert connection == 2 * secret_bytes(SECRET_PLAINTEXT_BYTES["connection"]) > 2 * 650
-    assert stored_state(with_kubeconfig) - stored_state(with_key) == 2 * secret_bytes(5_600) > 2 * 5_600
+    # A control plane's join credentials as join-credentials.sh prints them: token, CA hash, certificate key.
+    printed = "abcdef.0123456789abcdef\n" + "sha256:" + "0" * 64 + "\n" + "f" * 64 + "\n"
+    assert SECRET_PLAINTEXT_BYTES["stdin"] == len(printed)
+    assert stored_state(with_credentials) - stored_state(with_key) == 2 * secret_bytes(len(printed)) > 2 * len(printed)
     # A component records no outputs: its secrets count once.
     component = {**with_key, "type": "mlcluster:x:Y"}
     assert stored_state(component) - stored_state({**bare, "type": "mlcluster:x:Y"}) == connection // 2

@@ -8,7 +8,7 @@ from components.config.spec import GPU_TAINT
 from components.plan.engine import COMPUTED, SECRET
 from components.render.shell import script_of_command, split_parts
 
-from .conftest import known
+from .conftest import known, runs
 
 COMMAND = "command:remote:Command"
 
@@ -57,16 +57,15 @@ def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None
     run = run_stack("onprem")
     join = run.named("gpu-1-kubeadm-join")
     assert join.inputs["stdin"] in (SECRET, COMPUTED)
-    # A worker mints its own token when its join runs, from the admin kubeconfig on stdin; a control plane
-    # reads token and certificate key from join-credentials.
-    assert run.urn_of("cp-1-admin-kubeconfig") in join.depends_on
-    assert run.urn_of("cp-1-join-credentials") not in join.depends_on
-    assert run.urn_of("cp-1-join-credentials") in run.named("cp-2-kubeadm-join").depends_on
+    # Workers and control planes read what join-credentials printed (a worker: token and CA hash only); no
+    # admin credential reaches a worker.
+    for name in ("gpu-1-kubeadm-join", "cp-2-kubeadm-join"):
+        assert run.urn_of("cp-1-join-credentials") in run.named(name).depends_on
+        assert run.urn_of("cp-1-admin-kubeconfig") not in run.named(name).depends_on
     assert join.options["ignoreChanges"] == ["stdin"]
-    script = known(script_of_command(join.inputs["create"]))
+    script = runs(join.inputs["create"])
     assert "__MLCLUSTER_JOIN_TOKEN__" in script and "token: __MLCLUSTER_JOIN_TOKEN__" in script
-    assert "MINT_TOKEN=true" in script
-    assert "MINT_TOKEN=false" in known(script_of_command(run.named("cp-2-kubeadm-join").inputs["create"]))
+    assert "IFS= read -r token" in script and "admin.conf" not in script.split("# ---- kubeadm-join-", 1)[1]
 
 
 def test_steps_run_in_order_on_each_node(run_stack) -> None:
@@ -98,14 +97,15 @@ def test_workers_join_in_parallel_control_planes_one_by_one(run_stack) -> None:
     assert run.urn_of("cp-3-kubeadm-join") in joins["gpu-4-kubeadm-join"].depends_on
 
 
-def test_one_join_credential_serves_every_control_plane_and_markers_open_no_session(run_stack) -> None:
+def test_one_join_credential_serves_every_joining_node_and_markers_open_no_session(run_stack) -> None:
     run = run_stack("onprem")
     credentials = [r for r in run.of_type(COMMAND) if r.name.endswith("-join-credentials")]
     assert [r.name for r in credentials] == ["cp-1-join-credentials"]
-    script = known(script_of_command(credentials[0].inputs["create"]))
-    assert "FOR_NODES='cp-2 cp-3'" in script
+    script = runs(credentials[0].inputs["create"])
+    assert "FOR_NODES='cp-2 cp-3 cpu-1 cpu-2 gpu-1 gpu-2 gpu-3 gpu-4'" in script
+    assert "CONTROL_PLANES='cp-2 cp-3'" in script and "TOKEN_TTL=24h" in script
     marker = run.named("gpu-1-drain-on-removal")
-    assert "create" not in marker.inputs and "kubectl drain" in marker.inputs["delete"]
+    assert "create" not in marker.inputs and "kubectl drain" in runs(marker.inputs["delete"])
 
 
 def test_host_keys_are_pinned_on_every_connection(run_stack) -> None:

@@ -37,12 +37,23 @@ def test_every_rendered_step_parses_and_survives_the_command_wrapper() -> None:
     spec = load_spec(values, secret)
     node = spec.nodes[0]
     steps = [*node_steps.prepare_steps(spec, node), node_steps.init_step(spec, node)]
-    steps += [node_steps.join_step(spec, spec.nodes[5]), node_steps.join_credentials_step(list(spec.nodes[1:]))]
+    steps += [node_steps.join_step(spec, spec.nodes[5]), node_steps.join_credentials_step(spec, "2026-12-01")]
     for step in steps:
-        assert subprocess.run(["bash", "-n"], input=step.script, text=True, check=False).returncode == 0, step.name
-        command = remote_command(step.script, "ubuntu", step.name)
-        assert command.startswith("sudo -n bash -c ")
-        assert script_of_command(command) == step.script.rstrip() + "\n"
+        assert step.node_script is not None, step.name
+        for script in (step.script, step.node_script):
+            assert subprocess.run(["bash", "-n"], input=script, text=True, check=False).returncode == 0, step.name
+            command = remote_command(script, "ubuntu", step.name)
+            assert command.startswith("sudo -n bash -c ")
+            assert script_of_command(command) == script.rstrip() + "\n"
+        # What the node receives is what the engine stores: shellcheck-clean too (settings read as unused).
+        result = subprocess.run(
+            [str(SHELLCHECK), "-s", "bash", "-S", "warning", "-e", "SC2034", "-"],
+            input=step.node_script,
+            text=True,
+            capture_output=True,
+            check=False,
+        )
+        assert result.returncode == 0, (step.name, result.stdout)
 
 
 def test_wrapped_command_runs_the_script_with_stdin_free_for_secrets(tmp_path) -> None:

@@ -130,7 +130,13 @@ class SshSpec:
     private_key: Secret | None = setting(
         None,
         secret=True,
-        doc="Private key (secret): `pulumi config set --secret --path mlcluster:ssh.privateKey < key`.",
+        doc="Private key (secret): `pulumi config set --secret --path mlcluster:ssh.privateKey < key`. Required"
+        " unless ssh.agent.",
+    )
+    agent: bool = setting(
+        False,
+        doc="Authenticate with the keys of the SSH agent of the machine that runs `pulumi` (`SSH_AUTH_SOCK`) instead"
+        " of ssh.privateKey: no private key in the stack's config or state, and ~1 KB less state per SSH resource.",
     )
     bastion: BastionSpec | None = setting(None, doc="Jump host the nodes are reached through.")
     connect_timeout_seconds: int = setting(
@@ -344,8 +350,17 @@ class Spec:
                 "cluster.controlPlaneEndpoint",
                 f"is required with {len(self.control_planes)} control-plane nodes (a VIP or load balancer)",
             )
-        if self.ssh.private_key is None:
-            problems.error("ssh.privateKey", "is required when cluster.mode is kubeadm")
+        if self.ssh.private_key is None and not self.ssh.agent:
+            problems.error(
+                "ssh.privateKey",
+                "is required when cluster.mode is kubeadm, unless ssh.agent is true (the SSH agent's keys)",
+            )
+        if self.ssh.private_key is not None and self.ssh.agent:
+            problems.error(
+                "ssh.agent",
+                "cannot be true with ssh.privateKey set: authenticate with one of them"
+                " (remove the key to use the agent)",
+            )
         validate_scheduling(self, problems)
         validate_nodes(self.kubelet, list(enumerate(self.nodes)), problems)
         self._validate_ssh_pins(problems)

@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..render.shell import script_of_command, split_parts
+from ..render.shell import expand_stored, script_of_command, split_parts
 from .engine import COMPUTED
 
 COMMAND = "command:remote:Command"
+SCRIPT_COPY = "command:remote:CopyToRemote"
+NODE_RESOURCES = (COMMAND, SCRIPT_COPY)
 RELEASE = "kubernetes:helm.sh/v3:Release"
 RELEASE_IDENTITY = ("chart", "version", "namespace")
 SCRIPT_LINES_SHOWN = 12
@@ -131,25 +133,36 @@ def key_changes(old: Any, new: Any, prefix: str = "") -> list[KeyChange]:
     ]
 
 
-def _script(command: Any) -> list[str]:
+Catalog = Mapping[str, str]
+"""A plan's `scripts`: the node copy's files its commands source, by stored name."""
+
+
+def _expanded(command: Any, catalog: Catalog) -> str | None:
+    """The script inside a command with what it sources written out (so a changed library or step body shows
+    as the lines that changed, not only as a new content hash)."""
     if not isinstance(command, str):
-        return []
-    return (script_of_command(command) or command).splitlines()
+        return None
+    script = script_of_command(command)
+    return expand_stored(script, catalog) if script else command
 
 
-def script_changes(old: Any, new: Any) -> list[str]:
-    lines = difflib.unified_diff(_script(old), _script(new), lineterm="", n=0)
+def _script(command: Any, catalog: Catalog) -> list[str]:
+    return (_expanded(command, catalog) or "").splitlines()
+
+
+def script_changes(old: Any, new: Any, catalogs: tuple[Catalog, Catalog] = ({}, {})) -> list[str]:
+    lines = difflib.unified_diff(_script(old, catalogs[0]), _script(new, catalogs[1]), lineterm="", n=0)
     return [line for line in lines if not line.startswith(("---", "+++", "@@"))]
 
 
-def _parts(command: Any) -> dict[str, str]:
-    script = script_of_command(command) if isinstance(command, str) else None
+def _parts(command: Any, catalog: Catalog) -> dict[str, str]:
+    script = _expanded(command, catalog) if isinstance(command, str) and script_of_command(command) else None
     return dict(split_parts(script)) if script else {}
 
 
-def part_changes(old: Any, new: Any) -> dict[str, list[str]]:
+def part_changes(old: Any, new: Any, catalogs: tuple[Catalog, Catalog] = ({}, {})) -> dict[str, list[str]]:
     """For a merged command: each step whose part changed, with its changed lines under a `[step]` header."""
-    before, after = _parts(old), _parts(new)
+    before, after = _parts(old, catalogs[0]), _parts(new, catalogs[1])
     if not (before or after):
         return {}
     changes: dict[str, list[str]] = {}
@@ -192,7 +205,9 @@ def _on_removal(resource: Mapping[str, Any]) -> str:
     return "it has no on-delete script: nothing runs"
 
 
-def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange | None:
+def _step_change(
+    old: Mapping[str, Any], new: Mapping[str, Any], catalogs: tuple[Catalog, Catalog] = ({}, {})
+) -> StepChange | None:
     node, step = str(new.get("runsOn") or "unknown"), _step_name(new)
     old_inputs, new_inputs = old["inputs"], new["inputs"]
     inputs = input_changes(old, new)
@@ -206,17 +221,23 @@ def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange |
     if not changed and not options:
         return None
     replace_on = ["triggers", *(new["options"].get("replaceOnChanges") or [])]
+    if new["type"] == SCRIPT_COPY and "connection" in changed and _under("connection", replace_on):
+        return StepChange(
+            node, step, "replaced", "replaced (connection changed): the scripts are copied to the new target"
+        )
     if any(_under(c.key, replace_on) for c in inputs):
         first = "on-delete script runs" if old["inputs"].get("delete") else "no on-delete script"
         return StepChange(node, step, "replaced", f"replaced (triggers changed): {first}, then the step")
+    if new["type"] == SCRIPT_COPY and changed == {"source"}:
+        return StepChange(node, step, "re-runs", "the scripts changed: the node's copy gets the new files (none go)")
     if changed - {"delete"}:
         why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
-        parts = part_changes(old_inputs.get("create"), new_inputs.get("create"))
+        parts = part_changes(old_inputs.get("create"), new_inputs.get("create"), catalogs)
         if parts:
             why += f" in {', '.join(parts)}; the whole command re-runs (each step in it checks before it acts)"
             return StepChange(node, step, "re-runs", why, [line for lines in parts.values() for line in lines])
         return StepChange(
-            node, step, "re-runs", why, script_changes(old_inputs.get("create"), new_inputs.get("create"))
+            node, step, "re-runs", why, script_changes(old_inputs.get("create"), new_inputs.get("create"), catalogs)
         )
     if changed:
         return StepChange(
@@ -224,7 +245,7 @@ def _step_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> StepChange |
             step,
             "changed",
             "on-delete script changed",
-            script_changes(old_inputs["delete"], new_inputs["delete"]),
+            script_changes(old_inputs["delete"], new_inputs["delete"], catalogs),
         )
     return StepChange(node, step, "changed", "; ".join(str(c) for c in options))
 
@@ -290,6 +311,7 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
     """Pure: two plan.json documents in, what changes per node step, release and other resource out."""
     before = _by_urn(old)
     after = _as_recorded(before, _by_urn(new))
+    catalogs = (old.get("scripts") or {}, new.get("scripts") or {})
     steps: list[StepChange] = []
     releases: list[ReleaseChange] = []
     resources: list[ResourceChange] = []
@@ -297,13 +319,13 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
         was, now = before.get(urn), after.get(urn)
         resource = now or was
         assert resource is not None
-        if resource["type"] == COMMAND:
+        if resource["type"] in NODE_RESOURCES:
             node, step = str(resource.get("runsOn") or "unknown"), _step_name(resource)
             if was is None:
                 steps.append(StepChange(node, step, "added", "new step: runs on up"))
             elif now is None:
                 steps.append(StepChange(node, step, "removed", f"step removed: {_on_removal(was)}"))
-            elif change := _step_change(was, now):
+            elif change := _step_change(was, now, catalogs):
                 steps.append(change)
         elif resource["type"] == RELEASE:
             name = str(resource["inputs"].get("name") or resource["name"])

@@ -20,10 +20,11 @@ from ..render import kubeadm, yaml_text
 from ..render.containerd import containerd_config_toml
 from ..render.kubelet import kubelet_configuration
 from ..render.kubelet_placement import parse_minor, spec_warnings
-from ..render.shell import script_of_command, split_parts
+from ..render.shell import expand_stored, script_of_command, split_parts, store_catalog, stored_files_of
 from .engine import ProgramRun, RecordedResource
 
 COMMAND = "command:remote:Command"
+SCRIPT_COPY = "command:remote:CopyToRemote"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 KUSTOMIZE_DIRECTORY = "kubernetes:kustomize/v2:Directory"
 
@@ -128,7 +129,7 @@ def plan_document(
             "inputs": r.inputs,
             "options": r.options,
         }
-        if r.type == COMMAND:
+        if r.type in (COMMAND, SCRIPT_COPY):
             host = command_host(r)
             entry["runsOn"] = host_to_node.get(host or "", host)
             entry["connection"] = connection_facts(r)
@@ -141,7 +142,22 @@ def plan_document(
         "placement": dict(sorted(placement.items())),
         "resources": resources,
         "outputs": {k: v.for_plan() for k, v in run.outputs.items()},
+        "scripts": sourced_scripts(resources),
     }
+
+
+def sourced_scripts(resources: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """The node copy's files the plan's commands source, by stored name: what each command runs, for the plan's
+    files and for a diff against a later plan (whose commands name other versions)."""
+    catalog = store_catalog()
+    names: set[str] = set()
+    for r in resources:
+        if r["type"] == COMMAND:
+            for key in ("create", "delete"):
+                text = r["inputs"].get(key)
+                if isinstance(text, str):
+                    names.update(stored_files_of(text))
+    return {name: catalog[name] for name in sorted(names) if name in catalog}
 
 
 def _write(path: Path, text: str) -> None:
@@ -178,8 +194,11 @@ class _ContentFiles:
                 file.write(text)
 
 
-def _node_scripts(ordered: list[RecordedResource], spec: Spec | None, out: Path) -> dict[str, list[str]]:
-    """nodes/<node>/NN-<resource>.sh in run order (registration order within a host)."""
+def _node_scripts(
+    ordered: list[RecordedResource], spec: Spec | None, out: Path, catalog: dict[str, str]
+) -> dict[str, list[str]]:
+    """nodes/<node>/NN-<resource>.sh in run order (registration order within a host), each file as it runs with
+    what it sources from the node's copy written out."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     per_node: dict[str, list[str]] = defaultdict(list)
     files = _ContentFiles(out / "nodes")
@@ -194,7 +213,7 @@ def _node_scripts(ordered: list[RecordedResource], spec: Spec | None, out: Path)
         script = script_of_command(create) if isinstance(create, str) else None
         parts = split_parts(script) if script else []
         # A merged command's steps each get their own file, as when they were one command each; the
-        # library it installs first is components/scripts/lib.sh.
+        # library it sources first is components/scripts/lib.sh.
         # The node's name is in the file's path, not its text: equal steps are equal files (one stored copy).
         command_step = r.name.removeprefix(f"{node}-")
         for step, text in parts:
@@ -204,14 +223,20 @@ def _node_scripts(ordered: list[RecordedResource], spec: Spec | None, out: Path)
                 f"#!/usr/bin/env bash\n# step {step}: one part of the node's {command_step} command"
                 " (lib.sh sourced before it)\n"
             )
-            files.write(out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + text)
+            files.write(
+                out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + expand_stored(text, catalog)
+            )
             per_node[node].append(name)
         if parts:
             continue
-        files.write(base.with_suffix(".sh"), script or f"{create}\n")
+        files.write(base.with_suffix(".sh"), expand_stored(script, catalog) if script else f"{create}\n")
         delete = r.inputs.get("delete")
         if isinstance(delete, str):
-            files.write(base.parent / f"{base.name}.on-delete.sh", script_of_command(delete) or f"{delete}\n")
+            on_delete = script_of_command(delete)
+            files.write(
+                base.parent / f"{base.name}.on-delete.sh",
+                expand_stored(on_delete, catalog) if on_delete else f"{delete}\n",
+            )
         per_node[node].append(r.name)
     return per_node
 
@@ -261,7 +286,7 @@ def write_plan(run: ProgramRun, out: Path, *, project: str, stack: str, spec: Sp
     ordered = run_order(run.resources)
     document = plan_document(run, project=project, stack=stack, spec=spec, ordered=ordered)
     _write(out / "plan.json", json.dumps(document, indent=2, sort_keys=False) + "\n")
-    per_node = _node_scripts(ordered, spec, out)
+    per_node = _node_scripts(ordered, spec, out, document["scripts"])
     if spec is not None:
         _configs(spec, out)
     releases = _releases(ordered, out)

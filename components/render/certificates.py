@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config.care import CertificatesSpec
 from ..config.spec import NodeSpec
-from .shell import NodeStep, render_script
+from .shell import NodeStep, rendered_step
 from .upgrade import POLL_SECONDS, UPGRADE_LOG_DIR
 
 OUTPUT = "certificates"
@@ -185,4 +185,4 @@ def certificates_step(node: NodeSpec, renew_before: str) -> NodeStep:
         if renew_before
         else "Read kubeadm's certificate expiry dates"
     )
-    return NodeStep(name="certificates", title=title, script=render_script("certificates", settings), settings=settings)
+    return rendered_step("certificates", title, settings)

@@ -9,7 +9,7 @@ rendered script, so the scheduled and the pre-upgrade snapshot cannot drift apar
 from __future__ import annotations
 
 from ..config.spec import Spec
-from .shell import NodeStep, render_script
+from .shell import NodeStep, render_script, rendered_step
 from .upgrade import snapshot_settings
 
 # Under /var/lib (the state mlcluster keeps on nodes), run through bash so a noexec /var does not matter.
@@ -76,9 +76,4 @@ def timer_step(spec: Spec) -> NodeStep:
         if snapshots.enabled
         else "No etcd snapshot timer"
     )
-    return NodeStep(
-        name="etcd-snapshot-timer",
-        title=title,
-        script=render_script("etcd-snapshot-timer", settings),
-        settings=settings,
-    )
+    return rendered_step("etcd-snapshot-timer", title, settings)

@@ -20,7 +20,7 @@ from ..config.spec import GPU_TAINT, NodeSpec, Spec
 from . import yaml_text
 from .helm import ChartRelease, tolerating
 from .monitoring import DCGM_METRICS_CONFIG, dcgm_counters_csv, dcgm_scraped
-from .shell import NodeStep, render_installing_script, render_script
+from .shell import NodeStep, rendered_step
 
 NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 PREFLIGHT_STEP = "gpu-preflight"
@@ -126,23 +126,8 @@ def preflight_step(node: NodeSpec) -> NodeStep:
     """A GPU node's own command (it must have a GPU); on any other node the look for undeclared GPUs, a part of
     its preparation (a found GPU is reported)."""
     expect = node.gpu is not None
-    settings = {"EXPECT_GPU": str(expect).lower()}
-    if not expect:
-        return NodeStep(
-            name=PREFLIGHT_STEP,
-            title="Look for NVIDIA GPUs",
-            script=render_script(PREFLIGHT_STEP, settings),
-            settings=settings,
-        )
-    # Read-only but for one thing: as the node's first command it installs mlcluster's own script library
-    # (content-addressed under /var/lib/mlcluster/lib), so the preparation carries only its path.
-    return NodeStep(
-        name=PREFLIGHT_STEP,
-        title="GPU preflight: devices, nouveau, host driver, kernel headers",
-        script=render_installing_script(PREFLIGHT_STEP, settings),
-        settings=settings,
-        embeds_lib=True,
-    )
+    title = "GPU preflight: devices, nouveau, host driver, kernel headers" if expect else "Look for NVIDIA GPUs"
+    return rendered_step(PREFLIGHT_STEP, title, {"EXPECT_GPU": str(expect).lower()})
 
 
 def node_driver_mode(spec: Spec, node: NodeSpec, result: PreflightResult | None) -> DriverMode:

@@ -10,8 +10,9 @@ from ..config.checks import version_tuple
 from ..config.schema import Secret
 from ..config.spec import NodeSpec, Spec
 from . import images, kubeadm
-from .gpu_operator import looks_in_preparation, own_preflight_command, preflight_step
-from .shell import NodeStep, merge_steps, render_script, script_source
+from .gpu_operator import looks_in_preparation, preflight_step
+from .join_credentials import TOKEN_TTL
+from .shell import NodeStep, merge_steps, render_node_script, render_script, rendered_step, script_source
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
 KERNEL_MODULES = ("overlay", "br_netfilter")
@@ -39,8 +40,7 @@ def kubernetes_minor(spec: Spec) -> str:
 
 
 def _step(name: str, title: str, settings: dict[str, str] | None = None, **kwargs: object) -> NodeStep:
-    settings = settings or {}
-    return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings, **kwargs)  # type: ignore[arg-type]
+    return rendered_step(name, title, settings or {}, **kwargs)
 
 
 def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
@@ -125,9 +125,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
 def prepare_step(spec: Spec, node: NodeSpec) -> NodeStep:
     """The preparation steps as the one command a node runs them in (they always run together, in order)."""
     steps = prepare_steps(spec, node)
-    # The node's first command installs the library: a GPU node's own preflight, else this one.
-    title = f"Prepare the node: {len(steps)} steps"
-    return merge_steps(PREPARE_STEP, title, steps, install_lib=not own_preflight_command(spec, node))
+    return merge_steps(PREPARE_STEP, title=f"Prepare the node: {len(steps)} steps", steps=steps)
 
 
 def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
@@ -156,38 +154,45 @@ def admin_kubeconfig_step(renewed_before: str = "") -> NodeStep:
     )
 
 
-def join_credentials_step(joining: list[NodeSpec]) -> NodeStep:
-    """One fresh token and certificate key for the control planes that join (workers mint their own).
+def join_credentials_step(spec: Spec, minted_for: str) -> NodeStep:
+    """The token and CA hash every joining node reads (a certificate key too while a control plane is to join).
 
-    One resource, not one per node: one SSH session on the first control plane however many join. The
-    node list is in the script, so adding a control plane re-runs it for a fresh token; joins ignore later
-    stdin changes (a credential is spent once, at join).
+    One resource, not one per node: one SSH session on the first control plane however many join. The nodes and
+    the mint window are in the script, so adding a node, or retrying a join in a later window, re-runs it for
+    fresh credentials (components/render/join_credentials.py); joins ignore later stdin changes (a credential is
+    spent once, at join).
     """
+    joining = joining_nodes(spec)
     return _step(
         "join-credentials",
         f"Create a join token for {len(joining)} node(s)",
         {
             "FOR_NODES": " ".join(n.name for n in joining),
-            "WITH_CERTIFICATE_KEY": str(any(n.is_control_plane for n in joining)).lower(),
+            "CONTROL_PLANES": " ".join(n.name for n in joining if n.is_control_plane),
+            "MINTED_FOR": minted_for,
+            "TOKEN_TTL": TOKEN_TTL,
         },
         secret_stdout=True,
     )
 
 
+def joining_nodes(spec: Spec) -> list[NodeSpec]:
+    """Every node that joins with the join credentials: all but the first control plane. A node marked gone stays
+    listed until it leaves the stack: marking it must run nothing (docs/bootstrap.md, removing a dead host)."""
+    first = spec.control_planes[0]
+    return [n for n in spec.nodes if n is not first]
+
+
 def join_step(spec: Spec, node: NodeSpec) -> NodeStep:
     settings = {"NODE_NAME": node.name}
-    # Workers mint their own short-lived token at join time (stdin: the admin kubeconfig); control planes
-    # need the certificate key, which only a control plane can upload (stdin: join-credentials).
-    join_settings = {
-        **settings,
-        "MINT_TOKEN": str(not node.is_control_plane).lower(),
-        "JOIN_CONFIG": kubeadm.join_config(spec, node),
-    }
+    join_settings = {**settings, "JOIN_CONFIG": kubeadm.join_config(spec, node)}
     return NodeStep(
         name="kubeadm-join",
         title="Join the cluster (kubeadm join)" + (" as a control plane" if node.is_control_plane else ""),
         script=render_script("kubeadm-join", join_settings),
+        node_script=render_node_script("kubeadm-join", join_settings),
         delete_script=render_script("kubeadm-reset", settings),
+        node_delete_script=render_node_script("kubeadm-reset", settings),
         settings=settings,
     )
 
@@ -205,5 +210,6 @@ def drain_on_removal_step(node: NodeSpec) -> NodeStep:
         # Nothing runs at creation (no SSH session per node on the control plane); only removal drains.
         script=None,
         delete_script=render_script("drain-node", settings),
+        node_delete_script=render_node_script("drain-node", settings),
         settings=settings,
     )

@@ -1,13 +1,17 @@
 """Node steps as shell text: a step's settings + the shared library + its real `.sh` body.
 
-A step runs over SSH as `bash -c "<script>"`; the script travels inside the command text (readable in the
-plan), while secrets travel on stdin, never in the command.
+A step runs over SSH as `bash -c "<script>"`. Each step exists in two forms built from the same parts:
 
-The shared library is installed on each node once, content-addressed (`LIB_DIR/lib-<sha>.sh`), by the node's
-first command (the GPU preflight when it runs, else the preparation), which carries its text; every later
-step's command sources it by that path instead of carrying another copy (the engine stores each command's text
-twice, as input and output). A changed library changes the path, so every step that uses it changes and runs
-again.
+- the full script (`NodeStep.script`): settings, the library and the step's body in one text. It is what a
+  reviewer reads in the plan (`nodes/<node>/NN-<step>.sh`) and what the tests run;
+- the node's script (`NodeStep.node_script`): the same settings, then the library and the body *sourced* from
+  the node's copy of the script files (`~/.mlcluster-scripts/<name>-<sha16>.sh`, put there once per node by the
+  `<node>-scripts` copy, components/node_scripts.py). This is the command the engine stores, twice (input and
+  output), so it carries only what differs between nodes and runs: the settings, readable line by line in
+  `pulumi preview --diff`, and each file's content hash. A changed script changes its hash, so every command
+  that uses it changes and runs again; the node keeps older files, so a delete recorded long ago finds its own.
+
+Secrets travel on stdin, never in either form.
 """
 
 from __future__ import annotations
@@ -24,11 +28,14 @@ from ..config.schema import HEREDOC_DELIMITER, Secret
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 _DELIMITER = HEREDOC_DELIMITER
 _HEAD = "#!/usr/bin/env bash\nset -euo pipefail\n"
-_LIB_DELIMITER = "MLCLUSTER_LIB_TEXT"
-LIB_DIR = "/var/lib/mlcluster/lib"
+STORE = ".mlcluster-scripts"
+"""Each node's copy of the script files, in the SSH user's login directory: where SFTP writes (the copy runs as
+that user) and where every step starts (sudo keeps the directory), so no step needs to know the home's path."""
+STORE_VARIABLE = "MLCLUSTER_SCRIPTS"
 STEP_MARKER = "== mlcluster step: "
 """Printed before each part of a merged command, so its output can be read step by step."""
 _PART_COMMENT = "# ---- mlcluster step: "
+_SOURCE_PREFIX = f'. "${STORE_VARIABLE}/'
 
 
 @cache
@@ -50,7 +57,7 @@ class NodeStep:
     name: str
     title: str
     script: str | None
-    """None: nothing runs when the resource is created (only `delete_script` matters)."""
+    """The full script (settings, library, body): None when nothing runs at creation (only `delete_script`)."""
     secret_stdout: bool = False
     """The step prints credentials (join token, kubeconfig): its output is a secret and is not logged."""
     stdin: Secret | None = None
@@ -58,42 +65,110 @@ class NodeStep:
     delete_script: str | None = None
     """Runs when the step's resource is deleted (the node left the stack)."""
     settings: Mapping[str, str] = field(default_factory=dict)
-    embeds_lib: bool = False
-    """The command carries the library itself (the preparation that installs it, the preflight that may run
-    before it); every other step's command sources the installed copy."""
+    node_script: str | None = None
+    """`script` as the node receives it: library and body sourced from the node's copy of the script files.
+    None: the node receives `script` itself (a standalone script, such as the admin kubeconfig's)."""
+    node_delete_script: str | None = None
+    """`delete_script` as the node receives it (see node_script)."""
     standalone: bool = False
     """The script neither carries nor sources the library, so its inputs change only when the script itself
     does (the admin kubeconfig, whose output the Kubernetes provider is built from)."""
-    sources_lib: bool = False
-    """The script already sources the installed library (a preparation after a preflight that installed it)."""
+
+    @property
+    def command_script(self) -> str | None:
+        return self.node_script or self.script
+
+    @property
+    def command_delete_script(self) -> str | None:
+        return self.node_delete_script or self.delete_script
 
 
 def lib_text() -> str:
     return _body("lib.sh")
 
 
-def lib_path() -> str:
-    """Where the shared library lives on a node: named by its content."""
-    return f"{LIB_DIR}/lib-{hashlib.sha256(lib_text().encode()).hexdigest()[:16]}.sh"
+def stored_name(name: str, text: str) -> str:
+    """The file name of script `name` (`lib`, `swap`, …) with body `text` in the node's copy: named by content."""
+    return _stored_name(name, text)
+
+
+@cache
+def _stored_name(name: str, text: str) -> str:
+    return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.sh"
+
+
+def stored_file(name: str) -> str:
+    """The stored file name of components/scripts/<name>.sh as it is now."""
+    return stored_name(name, lib_text() if name == "lib" else _body(f"{name}.sh"))
+
+
+def store_catalog() -> dict[str, str]:
+    """Every script file by its stored name, as the node's copy holds it: what `<node>-scripts` uploads."""
+    catalog = {}
+    for path in sorted(SCRIPTS.glob("*.sh")):
+        name = path.name.removesuffix(".sh")
+        text = lib_text() if name == "lib" else _body(path.name)
+        catalog[stored_name(name, text)] = text
+    return catalog
+
+
+def _assignments(settings: Mapping[str, str]) -> str:
+    return "".join(f"{key}={shlex.quote(value)}\n" for key, value in settings.items())
+
+
+def _source(file: str) -> str:
+    return f'# shellcheck source=/dev/null\n{_SOURCE_PREFIX}{file}"\n'
+
+
+def _store_check(files: list[str]) -> str:
+    """Where the node's copy is, and that it holds every file this command sources (a reinstalled host whose
+    copy the state still records has none: say how to get it back)."""
+    return (
+        f'{STORE_VARIABLE}="$PWD/{STORE}"\n'
+        f"for file in {' '.join(files)}; do\n"
+        f'  [ -r "${STORE_VARIABLE}/$file" ] || {{ printf \'error: %s is missing: this host lost its copy of the'
+        f' mlcluster scripts (pulumi up --replace its <node>-scripts resource)\\n\' "${STORE_VARIABLE}/$file" >&2;'
+        " exit 1; }\n"
+        "done\n"
+    )
+
+
+def _checked(name: str, text: str) -> str:
+    if _DELIMITER in text:
+        raise ValueError(f"script {name} contains the reserved line {_DELIMITER}")
+    return text
 
 
 def render_script(name: str, settings: Mapping[str, str]) -> str:
-    """The full text of step `name`.sh with its settings: what a reviewer reads and what the node runs."""
-    assignments = "".join(f"{key}={shlex.quote(value)}\n" for key, value in settings.items())
-    text = _HEAD + f"# mlcluster step: {name}\n" + assignments + _body("lib.sh") + _body(f"{name}.sh")
-    if _DELIMITER in text:
-        raise ValueError(f"script {name} contains the reserved line {_DELIMITER}")
-    return text
+    """The full text of step `name`.sh with its settings: what a reviewer reads and what the tests run."""
+    text = _HEAD + f"# mlcluster step: {name}\n" + _assignments(settings) + lib_text() + _body(f"{name}.sh")
+    return _checked(name, text)
 
 
-def render_installing_script(name: str, settings: Mapping[str, str]) -> str:
-    """Step `name` as the first command a node runs: it installs the library (once, by content) and sources
-    it, so the node's later commands, the preparation included, carry only its path."""
-    assignments = "".join(f"{key}={shlex.quote(value)}\n" for key, value in settings.items())
-    text = _HEAD + f"# mlcluster step: {name}\n" + assignments + _install_lib() + _body(f"{name}.sh")
-    if _DELIMITER in text:
-        raise ValueError(f"script {name} contains the reserved line {_DELIMITER}")
-    return text
+def render_node_script(name: str, settings: Mapping[str, str]) -> str:
+    """Step `name` as the node receives it: the same settings, library and body sourced from the node's copy."""
+    lib, body = stored_file("lib"), stored_file(name)
+    text = (
+        _HEAD
+        + f"# mlcluster step: {name}\n"
+        + _assignments(settings)
+        + _store_check([lib, body])
+        + _source(lib)
+        + _source(body)
+    )
+    return _checked(name, text)
+
+
+def rendered_step(name: str, title: str, settings: Mapping[str, str], **wiring: object) -> NodeStep:
+    """Step `name`.sh with its settings, in both forms (see the module docstring)."""
+    return NodeStep(
+        name=name,
+        title=title,
+        script=render_script(name, settings),
+        node_script=render_node_script(name, settings),
+        settings=settings,
+        **wiring,  # type: ignore[arg-type]
+    )
 
 
 def remote_command(script: str, user: str, step: str) -> str:
@@ -111,59 +186,53 @@ def script_of_command(command: str) -> str | None:
     return command[start + len(_DELIMITER) + 5 : end] + "\n"
 
 
-def with_installed_lib(script: str) -> str:
-    """A step's script that sources the node's installed library instead of carrying its own copy."""
-    if lib_text() not in script:
-        raise ValueError("the script does not embed lib.sh")
-    return script.replace(lib_text(), _source_lib(), 1)
+def stored_files_of(script: str) -> list[str]:
+    """The stored files a node's script sources, in order."""
+    return [
+        line.removeprefix(_SOURCE_PREFIX).removesuffix('"')
+        for line in script.splitlines()
+        if line.startswith(_SOURCE_PREFIX)
+    ]
 
 
-def _source_lib() -> str:
-    path = lib_path()
-    return (
-        f"[ -r {path} ] || {{ printf 'error: %s\\n' '{path} is missing: the first mlcluster step on this node"
-        " installs it' >&2; exit 1; }\n"
-        f"# shellcheck source=/dev/null\n. {path}\n"
-    )
+def expand_stored(script: str, catalog: Mapping[str, str]) -> str:
+    """A node's script with each sourced file written out (the full form a reviewer reads); a file the catalog
+    lacks (a plan written before the node's copy existed) stays a source line."""
+    lines: list[str] = []
+    for line in script.splitlines(keepends=True):
+        file = line.removeprefix(_SOURCE_PREFIX).rstrip("\n").removesuffix('"')
+        if line.startswith(_SOURCE_PREFIX) and file in catalog:
+            if lines and lines[-1] == "# shellcheck source=/dev/null\n":
+                lines.pop()
+            lines.append(f"# ---- {file}\n{catalog[file]}")
+        else:
+            lines.append(line)
+    return "".join(lines)
 
 
-def _install_lib() -> str:
-    """Shell text that writes the library to its content-addressed path (once) and sources it."""
-    text = lib_text()
-    if _LIB_DELIMITER in text:
-        raise ValueError(f"lib.sh contains the reserved line {_LIB_DELIMITER}")
-    path = lib_path()
-    return (
-        f"mkdir -p {LIB_DIR}\n"
-        f"if [ ! -f {path} ]; then\n"
-        f"  cat >{path}.tmp <<'{_LIB_DELIMITER}'\n{text}{_LIB_DELIMITER}\n"
-        f"  mv -f {path}.tmp {path}\n"
-        "fi\n"
-        f"# shellcheck source=/dev/null\n. {path}\n"
-    )
-
-
-def step_part(name: str, title: str, settings: Mapping[str, str], *, reads_stdin: bool) -> str:
+def step_part(name: str, title: str, settings: Mapping[str, str], *, reads_stdin: bool, stored: bool = False) -> str:
     """One step inside a merged command: its own subshell (an `exit` ends the step, settings stay local),
-    announced in the output; stdin only for the step that reads it, so no other step can consume a secret."""
-    assignments = "".join(f"{key}={shlex.quote(value)}\n" for key, value in settings.items())
+    announced in the output; stdin only for the step that reads it, so no other step can consume a secret.
+    `stored`: the body is sourced from the node's copy instead of written out."""
+    body = _source(stored_file(name)) if stored else _body(f"{name}.sh")
     return (
         f"{_PART_COMMENT}{name}: {title}\n"
         f"MLCLUSTER_STEP={name}\n"
         f"printf '%s\\n' {shlex.quote(STEP_MARKER + name)}\n"
-        f"(\n{assignments}{_body(f'{name}.sh')})" + ("\n" if reads_stdin else " </dev/null\n")
+        f"(\n{_assignments(settings)}{body})" + ("\n" if reads_stdin else " </dev/null\n")
     )
 
 
-def merged_script(name: str, parts: list[tuple[str, str]], *, install_lib: bool = True) -> str:
-    """The script of a merged command: install (or, when an earlier command did, only source) the library,
-    then each (step, part) in order.
+def merged_script(name: str, parts: list[tuple[str, str]], *, stored_files: list[str] | None = None) -> str:
+    """The script of a merged command: the library, then each (step, part) in order. `stored_files`: the node's
+    form, whose parts source their bodies from the node's copy (these files, the library first).
 
     An EXIT trap names the step that failed: the error text is all a failed `up` shows of the command."""
+    library = lib_text() if stored_files is None else _store_check(stored_files) + _source(stored_files[0])
     text = (
         _HEAD
         + f"# mlcluster steps: {name}: {' > '.join(step for step, _ in parts)}\n"
-        + (_install_lib() if install_lib else _source_lib())
+        + library
         + "MLCLUSTER_STEP=start\n"
         + "report_failed_step() {\n"
         + "  local rc=$?\n"
@@ -172,30 +241,33 @@ def merged_script(name: str, parts: list[tuple[str, str]], *, install_lib: bool 
         + "trap report_failed_step EXIT\n"
         + "".join(part for _, part in parts)
     )
-    if _DELIMITER in text:
-        raise ValueError(f"script {name} contains the reserved line {_DELIMITER}")
-    return text
+    return _checked(name, text)
 
 
-def merge_steps(name: str, title: str, steps: list[NodeStep], *, install_lib: bool = True) -> NodeStep:
+def merge_steps(name: str, title: str, steps: list[NodeStep]) -> NodeStep:
     """Steps that always run together as one command: one SSH session and one resource per node, each step's
     own script still readable (and diffable) in it. Only steps without delete scripts or secret output merge,
-    and at most one of them may read stdin. `install_lib`: this command is the node's first and installs the
-    library; otherwise it sources the copy an earlier command installed."""
+    and at most one of them may read stdin."""
     readers = [step for step in steps if step.stdin is not None]
     if len(readers) > 1:
         raise ValueError(f"{name}: more than one step reads stdin ({', '.join(s.name for s in readers)})")
     unmergeable = [step.name for step in steps if step.delete_script or step.secret_stdout or step.script is None]
     if unmergeable:
         raise ValueError(f"{name}: steps with a delete script or secret output run alone ({', '.join(unmergeable)})")
-    parts = [(s.name, step_part(s.name, s.title, s.settings, reads_stdin=s.stdin is not None)) for s in steps]
+
+    def parts(stored: bool) -> list[tuple[str, str]]:
+        return [
+            (s.name, step_part(s.name, s.title, s.settings, reads_stdin=s.stdin is not None, stored=stored))
+            for s in steps
+        ]
+
+    files = [stored_file("lib"), *(stored_file(s.name) for s in steps)]
     return NodeStep(
         name=name,
         title=title,
-        script=merged_script(name, parts, install_lib=install_lib),
+        script=merged_script(name, parts(stored=False)),
+        node_script=merged_script(name, parts(stored=True), stored_files=files),
         stdin=readers[0].stdin if readers else None,
-        embeds_lib=install_lib,
-        sources_lib=not install_lib,
     )
 
 

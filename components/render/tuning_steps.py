@@ -24,7 +24,7 @@ from .kubelet_placement import (
     kubelet_flags,
     parse_minor,
 )
-from .shell import NodeStep, render_script
+from .shell import NodeStep, rendered_step
 
 IMAGE_DISK_STEP = "image-disk"
 TUNING_STEP = "kubelet-tuning"
@@ -33,7 +33,7 @@ PENDING_RESTARTS = "/var/lib/mlcluster/pending-restarts"
 
 
 def _node_step(name: str, title: str, settings: dict[str, str]) -> NodeStep:
-    return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings)
+    return rendered_step(name, title, settings)
 
 
 def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:

@@ -36,7 +36,7 @@ from ..config.checks import duration_seconds, version_tuple
 from ..config.gpu import KUEUE_ADMITTED_SELECTOR
 from ..config.spec import NodeSpec, Spec
 from .kueue import QUEUE_NAME_LABEL
-from .shell import NodeStep, merge_steps, render_script
+from .shell import NodeStep, merge_steps, rendered_step
 from .tuning_steps import restart_batches, restart_step
 
 UPGRADE_LOG_DIR = "/var/log/mlcluster"
@@ -70,7 +70,7 @@ def _version(spec: Spec) -> str:
 
 
 def _step(name: str, title: str, settings: dict[str, str]) -> NodeStep:
-    return NodeStep(name=name, title=title, script=render_script(name, settings), settings=settings)
+    return rendered_step(name, title, settings)
 
 
 def snapshot_settings(spec: Spec, reason: str) -> dict[str, str]:
@@ -161,7 +161,7 @@ def kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:
     for tuning, a running) node in the same batches."""
     parts = [upgrade_kubelet_step(spec, node), restart_step(spec, node)]
     title = f"kubelet of {node.name}: {' > '.join(part.name for part in parts)}"
-    return merge_steps(KUBELET_STEP, title, parts, install_lib=False)
+    return merge_steps(KUBELET_STEP, title, parts)
 
 
 def upgrade_kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:

@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# Step: `kubeadm join` from the rendered JoinConfiguration. What arrives on stdin depends on MINT_TOKEN:
-# - true (workers): the admin kubeconfig. The node creates its own bootstrap token (15 min, deleted right
-#   after the join), so a join retried hours later or a node added months later always has a fresh one.
-# - false (control planes): token, CA hash and certificate key from the join-credentials step.
+# Step: `kubeadm join` from the rendered JoinConfiguration, with the token and CA hash (and, for a control
+# plane, the certificate key) that the join-credentials step printed, read on stdin: never in the command.
 set -euo pipefail
-: "${JOIN_CONFIG:?}" "${NODE_NAME:?}" "${MINT_TOKEN:?}"
+: "${JOIN_CONFIG:?}" "${NODE_NAME:?}"
 # A control plane joins with a controlPlane section (and a certificate key); it serves the control-plane ports.
 ports=$WORKER_PORTS
 if grep -q '^controlPlane:' <<<"$JOIN_CONFIG"; then
@@ -16,24 +14,10 @@ if [ -f /etc/kubernetes/kubelet.conf ]; then
   ok "$NODE_NAME already joined"
   exit 0
 fi
-token='' ca_hash='' certificate_key='' admin_conf=''
-if [ "$MINT_TOKEN" = true ]; then
-  # tmpfs, root-only, removed however the step ends: the admin credential never stays on the node.
-  workdir=$(mktemp -d /run/mlcluster-join.XXXXXX)
-  trap 'rm -rf "$workdir"' EXIT
-  admin_conf=$workdir/admin.conf
-  (umask 077 && cat >"$admin_conf")
-  [ -s "$admin_conf" ] || die "no admin kubeconfig on stdin"
-  join=$(run_long kubeadm token create --kubeconfig "$admin_conf" --ttl 15m \
-    --description "mlcluster join of $NODE_NAME" --print-join-command 2>/dev/null) ||
-    die "could not create a join token through the API server (kubeadm token create failed)"
-  token=$(grep -oE -- '--token [^ ]+' <<<"$join" | awk '{print $2}')
-  ca_hash=$(grep -oE -- '--discovery-token-ca-cert-hash [^ ]+' <<<"$join" | awk '{print $2}')
-else
-  IFS= read -r token || true
-  IFS= read -r ca_hash || true
-  IFS= read -r certificate_key || true
-fi
+token='' ca_hash='' certificate_key=''
+IFS= read -r token || true
+IFS= read -r ca_hash || true
+IFS= read -r certificate_key || true
 if [ -z "$token" ] || [ -z "$ca_hash" ]; then
   die "no join token on stdin: the cluster already has a Node $NODE_NAME but this host has no kubelet.conf (was it reset?); delete the stale Node (kubectl delete node $NODE_NAME) and run again"
 fi
@@ -49,13 +33,10 @@ joined=true
 if ! (umask 077 && run_long kubeadm join --config "$file" >"$log" 2>&1); then
   joined=false
 fi
-# The token is spent (or useless): leave no credential on disk, nor a live token in the cluster.
+# Leave no credential on disk (the token expires on its own: other nodes may still join with it).
 rm -f "$file"
-if [ -n "$admin_conf" ]; then
-  run_long kubeadm token delete --kubeconfig "$admin_conf" "${token%%.*}" >/dev/null 2>&1 || true
-fi
 if [ "$joined" = false ]; then
   redacted_tail "$log" >&2
-  die "kubeadm join failed (full log on the node: $log); run again: a retry gets a fresh token"
+  die "kubeadm join failed (full log on the node: $log); fix the cause and run again (the credentials of the next up are valid)"
 fi
 changed "$NODE_NAME joined the cluster"

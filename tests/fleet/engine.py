@@ -29,8 +29,11 @@ It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in 
   provider is replaced with it (pulumi-kubernetes `provider.go`, DiffConfig).
 - SSH: the real `ssh` client with pulumi-command's settings: the pinned `hostKey` (its type is the only
   host-key algorithm allowed), ConnectTimeout = perDialTimeout, dialErrorLimit + 1 connection attempts,
-  the bastion as a ProxyCommand with its own pin. Unlike pulumi-command it offers no SSH agent keys
-  (the fleet has no agent) and the retry delays are ssh's own.
+  the bastion as a ProxyCommand with its own pin, the keys of an SSH agent when the engine is given one
+  (`agent_socket`, pulumi-command's SSH_AUTH_SOCK) besides the connection's key. The retry delays are ssh's own.
+- `command:remote:CopyToRemote` of a path archive: over SFTP as the connection's user, into
+  `remotePath/<the directory's name>`; compared by the archive's hash (`Archive.Equals`), and an update copies
+  only when the hash or the remote path changed (pulumi-command `copyController.go`).
 - Aliases: a resource whose URN is not in the state but one of its `aliases` is, is that recorded resource
   under a new URN (compared, updated or left alone as usual, never created or deleted for the move).
 - Every resource other than a Command echoes its inputs as outputs.
@@ -63,6 +66,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pulumi
 import yaml
 from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
@@ -82,6 +86,7 @@ from components.plan.engine import (
 from ..conftest import as_config
 
 COMMAND = "command:remote:Command"
+COPY = "command:remote:CopyToRemote"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 STEP_TAG = " mlcluster-"
 DEFAULT_PARALLELISM = 4 * (os.cpu_count() or 1)
@@ -169,6 +174,26 @@ def _has_unknown(value: Any) -> bool:
     return False
 
 
+def archive_digest(path: Path) -> str:
+    """What the engine compares a path archive by (pulumi `Archive.EnsureHash`): its files' names and contents."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path)}\0{file.stat().st_size}\0".encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def with_archive_hashes(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Path archives as the engine records them, by hash (`Archive.Equals` compares hashes only: where the
+    directory lies does not matter, what it holds does); the path is kept beside it for the copy."""
+    result = dict(inputs)
+    for key, value in inputs.items():
+        if isinstance(value, pulumi.FileArchive):
+            path = Path(value.path)
+            result[key] = {"archiveHash": archive_digest(path), "path": str(path)}
+    return result
+
+
 def with_ignored_changes(inputs: dict[str, Any], recorded: Mapping[str, Any], paths: list[str]) -> dict[str, Any]:
     """`ignoreChanges`: each listed path (dotted, as Pulumi writes them) keeps its recorded value."""
     result = copy.deepcopy(inputs)
@@ -187,8 +212,12 @@ def with_ignored_changes(inputs: dict[str, Any], recorded: Mapping[str, Any], pa
     return result
 
 
+def _compared(value: Any) -> Any:
+    return value["archiveHash"] if isinstance(value, dict) and "archiveHash" in value else value
+
+
 def changed_keys(inputs: Mapping[str, Any], recorded: Mapping[str, Any]) -> list[str]:
-    return sorted(k for k in {*inputs, *recorded} if inputs.get(k) != recorded.get(k))
+    return sorted(k for k in {*inputs, *recorded} if _compared(inputs.get(k)) != _compared(recorded.get(k)))
 
 
 def _active_cluster(kubeconfig: str) -> Any:
@@ -217,10 +246,13 @@ def kubernetes_provider_replaced(inputs: Mapping[str, Any], recorded: Mapping[st
 
 
 class SshRunner:
-    """Runs one command over SSH the way pulumi-command's connection settings describe it."""
+    """Runs one command over SSH the way pulumi-command's connection settings describe it. `agent_socket`: the
+    SSH agent of the machine that runs `pulumi` (SSH_AUTH_SOCK), whose keys pulumi-command offers besides the
+    connection's privateKey."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, agent_socket: Path | None = None) -> None:
         self.workdir = workdir
+        self.agent_socket = agent_socket
         self._lock = threading.Lock()
         self._keys: dict[str, Path] = {}
         self._counter = 0
@@ -256,7 +288,8 @@ class SshRunner:
             "-o",
             "BatchMode=yes",
             "-o",
-            "IdentitiesOnly=yes",
+            # No agent: only the connection's key. With one, its keys too (pulumi-command offers both).
+            f"IdentitiesOnly={'no' if self.agent_socket else 'yes'}",
             "-o",
             "LogLevel=ERROR",
             "-o",
@@ -300,16 +333,49 @@ class SshRunner:
     ) -> subprocess.CompletedProcess[str]:
         user = connection.get("user") or "root"
         argv = [*self.ssh_args(connection), f"{user}@{connection['host']}", command]
-        return subprocess.run(argv, input=stdin or "", capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(
+            argv, input=stdin or "", capture_output=True, text=True, timeout=timeout, check=False, env=self._env()
+        )
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+        return {**env, "SSH_AUTH_SOCK": str(self.agent_socket)} if self.agent_socket else env
+
+    def copy(
+        self, connection: Mapping[str, Any], source: Path, remote_path: str, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        """pulumi-command's CopyToRemote of a directory, over SFTP as the connection's user: into
+        `remote_path/<its name>` (made if missing; `remote_path` must exist), file by file, overwriting."""
+        user = connection.get("user") or "root"
+        # sftp takes ssh's options, but the port as -P.
+        args = ["sftp" if a == "ssh" else "-P" if a == "-p" else a for a in self.ssh_args(connection)]
+        target = f"{remote_path.rstrip('/')}/{source.name}"
+        batch = [f"-mkdir {json.dumps(target)}"] + [
+            f"put {json.dumps(str(path))} {json.dumps(f'{target}/{path.name}')}"
+            for path in sorted(source.iterdir())
+            if path.is_file()
+        ]
+        argv = [*args, "-b", "-", f"{user}@{connection['host']}"]
+        return subprocess.run(
+            argv,
+            input="\n".join(batch) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=self._env(),
+        )
 
 
-def failure_text(resource: str, connection: Mapping[str, Any], command: str, result: Any) -> str:
-    """What `pulumi up` prints for a failed remote.Command: pulumi-command's error behind the resource."""
-    if result.returncode == 255 and not result.stdout:
-        # ssh itself failed: the Go client's dial error names the address it dialled.
+def failure_text(
+    resource: str, connection: Mapping[str, Any], command: str, result: Any, resource_type: str = COMMAND
+) -> str:
+    """What `pulumi up` prints for a failed remote.Command (or copy): pulumi-command's error behind the resource."""
+    if (result.returncode == 255 and not result.stdout) or resource_type == COPY:
+        # ssh itself failed (or the copy, which has no command): the Go client's error names the address it dialled.
         where = f"{connection['host']}:{int(connection.get('port') or 22)}"
         detail = result.stderr.strip() or "ssh exited 255"
-        return f"{COMMAND} ({resource}):\n    error: ssh: dial tcp {where}: {detail}"
+        return f"{resource_type} ({resource}):\n    error: ssh: dial tcp {where}: {detail}"
     return (
         f"{COMMAND} ({resource}):\n    error: Process exited with status {result.returncode}: running "
         f"{json.dumps(command)}:\n{result.stdout}{result.stderr}"
@@ -339,11 +405,12 @@ class FleetEngine:
         *,
         continue_on_error: bool = False,
         runner: Runner | None = None,
+        agent_socket: Path | None = None,
     ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="mlcfleet-engine-")
         self.workdir = workdir or Path(self._tmp.name)
         self.workdir.chmod(0o700)
-        self.ssh = SshRunner(self.workdir)
+        self.ssh = SshRunner(self.workdir, agent_socket)
         self.runner: Runner = runner or self.ssh.run
         self.max_workers = max_workers or DEFAULT_PARALLELISM
         self.continue_on_error = continue_on_error
@@ -406,6 +473,30 @@ class FleetEngine:
             raise RemoteCommandError(failure_text(resource, connection, command, result))
         return subprocess.CompletedProcess(result.args, 0, stdout, stderr)
 
+    def _copy(self, resource: str, inputs: Mapping[str, Any], action: str, deployment: _Deployment) -> None:
+        """CopyToRemote's create or update: the archive's directory to the host (pulumi-command copies only when
+        the hash or the remote path changed, which is what brings an update here)."""
+        connection = inputs["connection"]
+        started = time.time()
+        result = self.ssh.copy(connection, Path(inputs["source"]["path"]), str(inputs["remotePath"]))
+        step = StepRun(
+            resource=resource,
+            step="scripts",
+            host=str(connection["host"]),
+            user=str(connection.get("user") or "root"),
+            action=action,
+            started=started,
+            ended=time.time(),
+            rc=result.returncode,
+            # A copy prints nothing (pulumi-command has no output for it); sftp's echo of its batch is ours.
+            stdout="",
+            stderr=result.stderr.removesuffix("\n"),
+        )
+        with self._lock:
+            deployment.steps.append(step)
+        if result.returncode != 0:
+            raise RemoteCommandError(failure_text(resource, connection, "", result, COPY))
+
     def _fail(self, deployment: _Deployment, error: BaseException) -> None:
         with self._lock:
             if deployment.first_error is None:
@@ -445,7 +536,7 @@ class FleetEngine:
         record = next((r for r in monitor.recorded if r.name == args.name and r.type == args.typ), None)
         if record is None:
             return f"{args.name}-id", dict(args.inputs)
-        inputs = reveal(dict(args.inputs))
+        inputs = with_archive_hashes(reveal(dict(args.inputs)))
         old = self.state.get(record.urn)
         moved_from = None
         if old is None:
@@ -472,6 +563,11 @@ class FleetEngine:
             if record.type == COMMAND:
                 outputs |= {"stdout": rpc.UNKNOWN, "stderr": rpc.UNKNOWN}
             return f"{args.name}-id", outputs
+        if record.type == COPY and (
+            operation != "update" or {"source", "remotePath"} & set(changed_keys(inputs, old.inputs if old else {}))
+        ):
+            # pulumi-command's Update copies only when the source's hash or the remote path changed.
+            self._copy(args.name, inputs, "update" if operation == "update" else "create", deployment)
         if record.type != COMMAND:
             with self._lock:
                 self.state.pop(moved_from or "", None)
@@ -559,7 +655,7 @@ class FleetEngine:
         gc.disable()
         clock = self.clock
         program_clock = (
-            mock.patch("components.certificates.utc_now", lambda: datetime.fromtimestamp(clock(), UTC))
+            mock.patch("components.clock.utc_now", lambda: datetime.fromtimestamp(clock(), UTC))
             if clock is not None
             else contextlib.nullcontext()
         )

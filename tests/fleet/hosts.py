@@ -42,6 +42,7 @@ OS_RELEASES = {
     "rhel-10": 'NAME="Red Hat Enterprise Linux"\nID="rhel"\nID_LIKE="centos fedora"\nVERSION_ID="10.0"\n',
 }
 PACKAGE_BINARIES = ("kubeadm", "kubectl", "containerd")
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 
 class FleetUnavailable(AssertionError):  # noqa: N818 (reads as the condition it reports)
@@ -362,6 +363,8 @@ class Fleet:
             "PermitRootLogin prohibit-password\nPidFile none\nLogLevel VERBOSE\n"
             "MaxStartups 200\nMaxSessions 100\nAllowTcpForwarding yes\n"
             "ForceCommand /usr/local/sbin/fleet-session\n"
+            # pulumi-command copies files over SFTP (the scripts every step sources): the distributions' default.
+            f"Subsystem sftp {SFTP_SERVER}\n"
             "SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n" + allow
         )
         if spec.user != "root":

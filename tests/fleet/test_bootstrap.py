@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,7 @@ import yaml
 
 from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
 from components.plan.writer import write_plan
+from components.render.shell import STORE, store_catalog
 
 from ..conftest import load_spec
 from .engine import FleetEngine, FleetRun
@@ -108,7 +113,8 @@ def assert_a_second_run_changes_nothing(
     second.raise_error()
     assert second.steps, "the state-lost run ran nothing"
     for step in second.steps:
-        if step.step in SECRET_STEPS:
+        # Credentials are secret; the node's copy of the scripts prints nothing (pulumi-command has no output).
+        if step.step in SECRET_STEPS or step.step == "scripts":
             continue
         # Every node step, also each one inside a prepare command, printed something and only `ok:` lines.
         for name, output in step_outputs(step).items():
@@ -149,7 +155,11 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
     for name in ("cp-1", "w-1", "w-2"):
         host = hosts[name]
         order = [s["step"] for s in host.sessions() if s["event"] == "start"]
-        assert order[0] == "prepare", f"{name} ran another session before its preparation: {order}"
+        # First the node's copy of the scripts (one SFTP session), then the preparation that sources them.
+        assert order[:2] == ["sftp", "prepare"], f"{name} ran another session before its preparation: {order}"
+        home = "/root" if host.spec.user == "root" else f"/home/{host.spec.user}"
+        copied = host.run(f"ls {home}/{STORE}").stdout.split()
+        assert sorted(copied) == sorted(store_catalog()), name
         steps = list(step_outputs(prepared(first, name)))
         assert steps[: len(PREPARE)] == PREPARE, f"{name} ran its steps out of order: {steps}"
         state = host.state()
@@ -164,7 +174,7 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
         config = host.read("/etc/containerd/config.toml")
         assert "version = 2" in config and "SystemdCgroup = true" in config
         # The whole preparation is one SSH session; sshd's own log agrees with the session recorder.
-        assert sessions_per_step(host)["prepare"] == 1, sessions_per_step(host)
+        assert sessions_per_step(host)["prepare"] == 1 and sessions_per_step(host)["sftp"] == 1, sessions_per_step(host)
         accepted = (host.dir / "sshd.log").read_text().count("Accepted publickey")
         assert accepted == sum(sessions_per_step(host).values())
     assert len(calls(hosts["cp-1"], "kubeadm", "init")) == 1
@@ -314,15 +324,16 @@ def test_unreachable_host_and_wrong_host_key_fail_within_seconds(fleet, fleet_en
     ghost = {**hosts["cp-1"].node("control-plane"), "host": hosts.unreachable_address()}
     values, secret = hosts.stack_values([ghost])
     run = fleet_engine.up(values, secret)
-    step = prepared(run, "cp-1")
+    # The node's first SSH session is its copy of the scripts.
+    step = run.step("cp-1-scripts")
     assert run.error is not None and step.ended - step.started < 5, step.ended - step.started
-    assert f"dial tcp {hosts.unreachable_address()}:22" in str(run.error) and "(cp-1-prepare)" in str(run.error)
+    assert f"dial tcp {hosts.unreachable_address()}:22" in str(run.error) and "(cp-1-scripts)" in str(run.error)
     MEASUREMENTS["unreachable host: seconds to the error"] = round(step.ended - step.started, 2)
 
     impostor = {**hosts["cp-1"].node("control-plane"), "hostKey": hosts["other"].host_key}
     values, secret = hosts.stack_values([impostor])
     run = fleet_engine.up(values, secret)
-    step = prepared(run, "cp-1")
+    step = run.step("cp-1-scripts")
     assert run.error is not None and step.ended - step.started < 5
     assert "Host key verification failed" in str(run.error) and hosts["cp-1"].address in str(run.error)
     assert hosts["cp-1"].sessions() == [], "a session was opened on a host whose key did not match"
@@ -351,7 +362,7 @@ def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
     bastion = hosts["bastion"]
     direct, secret = hosts.stack_values([hosts["cp-1"].node("control-plane")])
     refused = fleet_engine.up(direct, secret)
-    assert refused.error is not None and "cp-1-prepare" in str(refused.error), "cp-1 accepted a direct session"
+    assert refused.error is not None and "cp-1-scripts" in str(refused.error), "cp-1 accepted a direct session"
 
     wrong_pin, secret = hosts.stack_values(
         [hosts["cp-1"].node("control-plane")],
@@ -379,3 +390,50 @@ def test_a_node_reachable_only_through_the_bastion(fleet, fleet_engine) -> None:
     assert accepted and all(f"from {bastion.address} " in line for line in accepted)
     assert len(accepted) == len(run.steps)
     assert bastion.sessions() == [], "the bastion only forwards; it runs no step"
+
+
+@contextlib.contextmanager
+def ssh_agent(directory: Path, *keys: str) -> Iterator[Path]:
+    """An ssh-agent holding `keys` (private key texts), as the operator's machine runs one; its socket."""
+    socket = directory / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while not socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for index, key in enumerate(keys):
+            path = directory / f"key-{index}"
+            path.touch(mode=0o600)
+            path.write_text(key)
+            subprocess.run(["ssh-add", str(path)], env={"SSH_AUTH_SOCK": str(socket)}, capture_output=True, check=True)
+        yield socket
+    finally:
+        agent.terminate()
+        agent.wait(timeout=5)
+
+
+def test_the_ssh_agent_authenticates_and_no_private_key_is_stored(fleet, fleet_engine, tmp_path) -> None:
+    """`ssh.agent: true`: every command and copy authenticates with the agent's keys (pulumi-command's
+    SSH_AUTH_SOCK); no connection holds a key. Negative: an agent without the node's key is refused."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
+    values, _ = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+    values["ssh"] = {**{k: v for k, v in values["ssh"].items() if k != "privateKey"}, "agent": True}
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    with ssh_agent(tmp_path, other.read_text()) as socket:
+        fleet_engine.ssh.agent_socket = socket
+        refused = fleet_engine.up(values, [])
+    assert refused.error is not None and "-scripts)" in str(refused.error)
+    assert "Permission denied (publickey" in str(refused.error)
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    with ssh_agent(agent_dir, hosts.client_private_key) as socket:
+        fleet_engine.ssh.agent_socket = socket
+        run = fleet_engine.up(values, [])
+    run.raise_error()
+    assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "w-1"]
+    assert run.program is not None
+    connections = [r.raw_inputs["connection"] for r in run.program.resources if "connection" in r.raw_inputs]
+    assert len(connections) > 10 and not [c for c in connections if "privateKey" in c]
+    key_line = hosts.client_private_key.split("\n")[1]
+    assert not [r.name for r in run.program.resources if key_line in json.dumps(r.raw_inputs, default=str)]

@@ -7,6 +7,9 @@ command=${SSH_ORIGINAL_COMMAND:-}
 step=unknown
 if [[ $command =~ mlcluster-([A-Za-z0-9_-]+)$ ]]; then
   step=${BASH_REMATCH[1]}
+elif [[ $command == */sftp-server ]]; then
+  # The SFTP subsystem (ForceCommand applies to it too): a file copy, such as the node's copy of the scripts.
+  step=sftp
 fi
 start=$(date +%s.%N)
 printf '{"event":"start","step":"%s","user":"%s","pid":%d,"t":%s}\n' "$step" "$USER" "$$" "$start" >>"$log"

@@ -1,0 +1,60 @@
+"""The join credentials: one `join-credentials` command on the first control plane that every joining node reads.
+
+What it prints (token, CA hash, and a certificate key while a control plane is to join) reaches each join on stdin.
+When it is minted again is decided from the last successful deployment's record (components/render/
+join_credentials.py): a node added, or a join retried in a later window, gets fresh credentials; an unchanged
+stack runs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+from pulumi_command import remote
+
+from . import clock
+from .config.spec import NodeSpec, Spec
+from .node_command import step_command
+from .render.join_credentials import OUTPUT, MintDecision, decide, record_from_output, record_output
+from .render.node_steps import join_credentials_step, joining_nodes
+
+
+def join_credentials(
+    spec: Spec,
+    first: NodeSpec,
+    *,
+    parent: pulumi.Resource,
+    previous: pulumi.StackReference,
+    after: Sequence[pulumi.Resource],
+) -> tuple[remote.Command | None, pulumi.Output[dict[str, object]]]:
+    """The credentials command (none when no node joins: a one-node cluster), and the record to export as the
+    `joinCredentials` stack output."""
+    joining = [n.name for n in joining_nodes(spec)]
+    control_planes = [n.name for n in joining_nodes(spec) if n.is_control_plane]
+    now = clock.utc_now()
+    decision: pulumi.Output[MintDecision] = previous.get_output(OUTPUT).apply(
+        lambda value: decide(record_from_output(value), joining, control_planes, now)
+    )
+
+    def report(made: MintDecision) -> None:
+        if made.pending:
+            shown = ", ".join(made.pending[:5]) + (
+                f" and {len(made.pending) - 5} more" if len(made.pending) > 5 else ""
+            )
+            pulumi.log.info(f"join credentials: minted for {made.minted_for} (UTC) for {shown}", resource=parent)
+
+    decision.apply(report)
+    record = decision.apply(lambda made: record_output(made.minted_for, joining))
+    if not joining:
+        return None, record
+    command = step_command(
+        f"{first.name}-join-credentials",
+        spec,
+        first,
+        join_credentials_step(spec, ""),
+        parent=parent,
+        depends_on=list(after),
+        rendered=decision.apply(lambda made: join_credentials_step(spec, made.minted_for)),
+    )
+    return command, record
