@@ -373,3 +373,38 @@ def test_a_stack_deployed_with_separate_kubelet_restart_and_upgrade_commands_kee
     unaliased = [{**r, "options": {**r["options"], "aliases": []}} for r in kubelets]
     diff = diff_plans(before, {**document, "resources": unaliased})
     assert sorted(c.kind for c in diff.steps) == ["added"] * 9 + ["removed"] * 9
+
+
+def test_the_plans_echo_of_inputs_records_and_answers_what_the_sdks_mock_does() -> None:
+    """The recording monitor answers PreviewMocks' registrations with the request's own wire struct instead of
+    the SDK mock's deserialize-and-serialize: the same resources, inputs, options and outputs, on the example
+    with every layer on. Negative: mocks that answer otherwise (a subclass) take the SDK's path."""
+    from components.plan import engine
+    from components.plan.engine import PreviewMocks, run_program
+
+    from .conftest import as_config
+
+    values, secret = stack_values("onprem")
+    config, secret_keys = as_config(values), [f"mlcluster:{k}" for k in secret]
+    echoed = run_program(config, secret_keys, stack="onprem")
+    assert echoed.monitor._echo
+
+    class SdkPath(PreviewMocks):
+        def new_resource(self, args):  # type: ignore[no-untyped-def]
+            return super().new_resource(args)
+
+    through_sdk = run_program(config, secret_keys, stack="onprem", mocks=SdkPath())
+    assert not through_sdk.monitor._echo
+    by_urn = {r.urn: r for r in through_sdk.resources}
+    assert len(by_urn) == len(echoed.resources) > 100
+    for resource in echoed.resources:
+        other = by_urn[resource.urn]
+        assert (resource.inputs, resource.options, resource.depends_on) == (
+            other.inputs,
+            other.options,
+            other.depends_on,
+        )
+    plain = {k: v.for_plan() for k, v in echoed.outputs.items()}
+    assert plain == {k: v.for_plan() for k, v in through_sdk.outputs.items()}
+    # Both read the stack's previous deployment (a stack reference is read, not registered).
+    assert "joinCredentials" in plain and engine.STACK_REFERENCE not in {r.type for r in echoed.resources}

@@ -151,11 +151,14 @@ def sourced_scripts(resources: Iterable[dict[str, Any]]) -> dict[str, str]:
     files and for a diff against a later plan (whose commands name other versions)."""
     catalog = store_catalog()
     names: set[str] = set()
+    seen: set[str] = set()
     for r in resources:
         if r["type"] == COMMAND:
             for key in ("create", "delete"):
                 text = r["inputs"].get(key)
-                if isinstance(text, str):
+                # Most nodes' commands are the same few texts.
+                if isinstance(text, str) and text not in seen:
+                    seen.add(text)
                     names.update(stored_files_of(text))
     return {name: catalog[name] for name in sorted(names) if name in catalog}
 
@@ -202,6 +205,14 @@ def _node_scripts(
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     per_node: dict[str, list[str]] = defaultdict(list)
     files = _ContentFiles(out / "nodes")
+    expanded: dict[str, str] = {}
+
+    def expand(text: str) -> str:
+        # Thousands of nodes run the same few parts: write each one out once.
+        if text not in expanded:
+            expanded[text] = expand_stored(text, catalog)
+        return expanded[text]
+
     for r in ordered:
         if r.type != COMMAND:
             continue
@@ -223,19 +234,17 @@ def _node_scripts(
                 f"#!/usr/bin/env bash\n# step {step}: one part of the node's {command_step} command"
                 " (lib.sh sourced before it)\n"
             )
-            files.write(
-                out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + expand_stored(text, catalog)
-            )
+            files.write(out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + expand(text))
             per_node[node].append(name)
         if parts:
             continue
-        files.write(base.with_suffix(".sh"), expand_stored(script, catalog) if script else f"{create}\n")
+        files.write(base.with_suffix(".sh"), expand(script) if script else f"{create}\n")
         delete = r.inputs.get("delete")
         if isinstance(delete, str):
             on_delete = script_of_command(delete)
             files.write(
                 base.parent / f"{base.name}.on-delete.sh",
-                expand_stored(on_delete, catalog) if on_delete else f"{delete}\n",
+                expand(on_delete) if on_delete else f"{delete}\n",
             )
         per_node[node].append(r.name)
     return per_node

@@ -44,7 +44,13 @@ def script_source(name: str) -> str:
 
 
 def _body(name: str) -> str:
-    lines = script_source(name).splitlines()
+    return _without_head(script_source(name))
+
+
+@cache
+def _without_head(text: str) -> str:
+    """A script file without its shebang and strict-mode line (every rendered script starts with its own)."""
+    lines = text.splitlines()
     while lines and (lines[0].startswith("#!") or lines[0].startswith("set -euo pipefail")):
         lines.pop(0)
     return "\n".join(lines).strip("\n") + "\n"
