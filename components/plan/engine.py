@@ -22,9 +22,9 @@ import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
-from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.config import set_all_config
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 
