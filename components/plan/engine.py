@@ -116,8 +116,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.recorded: list[RecordedResource] = []
         self._lock = threading.Lock()
         # PreviewMocks answer every registered resource with its inputs (a stack reference is read, not
-        # registered): the request's own wire struct is that answer. The SDK's mock would deserialize it and serialize it back on an event loop of
-        # its own (a third of a large plan's registration time), for the same struct.
+        # registered): the request's own wire struct is that answer. The SDK's mock would deserialize it and
+        # serialize it back on an event loop of its own (a third of a large plan's registration time).
         self._echo = type(mocks).new_resource is PreviewMocks.new_resource
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
