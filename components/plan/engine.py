@@ -136,7 +136,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             return super().RegisterResource(request)  # type: ignore[no-untyped-call]
         urn = self.make_urn(request.parent, request.type, request.name)
         # Resource references deserialize into resources, which need this thread's event loop.
-        pulumi_mocks._ensure_event_loop()  # type: ignore[attr-defined]
+        pulumi_mocks._ensure_event_loop()  # type: ignore[attr-defined,no-untyped-call]
         inputs = rpc.deserialize_properties(request.object)
         record = RecordedResource(
             urn=urn,
