@@ -9,6 +9,7 @@ stack runs nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_command import remote
@@ -20,6 +21,22 @@ from .render.join_credentials import OUTPUT, MintDecision, decide, record_from_o
 from .render.node_steps import join_credentials_step, joining_nodes
 
 
+@dataclass(frozen=True)
+class JoinCredentials:
+    command: remote.Command
+    for_control_planes: pulumi.Output[str]
+    """All it printed (token, CA hash, certificate key), secret."""
+    for_workers: pulumi.Output[str]
+    """Token and CA hash only: a worker never gets the control planes' certificate key."""
+
+    def stdin(self, node: NodeSpec) -> pulumi.Output[str]:
+        return self.for_control_planes if node.is_control_plane else self.for_workers
+
+
+def _token_and_ca_hash(printed: str) -> str:
+    return "".join(f"{line}\n" for line in printed.splitlines()[:2])
+
+
 def join_credentials(
     spec: Spec,
     first: NodeSpec,
@@ -27,9 +44,9 @@ def join_credentials(
     parent: pulumi.Resource,
     previous: pulumi.StackReference,
     after: Sequence[pulumi.Resource],
-) -> tuple[remote.Command | None, pulumi.Output[dict[str, object]]]:
-    """The credentials command (none when no node joins: a one-node cluster), and the record to export as the
-    `joinCredentials` stack output."""
+) -> tuple[JoinCredentials | None, pulumi.Output[dict[str, object]]]:
+    """The credentials (none when no node joins: a one-node cluster), and the record to export as the
+    `joinCredentials` stack output. One stdin Output each for control planes and workers, shared by their joins."""
     joining = [n.name for n in joining_nodes(spec)]
     control_planes = [n.name for n in joining_nodes(spec) if n.is_control_plane]
     now = clock.utc_now()
@@ -57,4 +74,5 @@ def join_credentials(
         depends_on=list(after),
         rendered=decision.apply(lambda made: join_credentials_step(spec, made.minted_for)),
     )
-    return command, record
+    printed: pulumi.Output[str] = pulumi.Output.secret(command.stdout)  # type: ignore[arg-type]
+    return JoinCredentials(command, printed, printed.apply(_token_and_ca_hash)), record

@@ -16,6 +16,7 @@ from pulumi.resource import create_urn
 from pulumi_command import remote
 
 from .config.spec import NodeSpec, Spec
+from .join_credentials import JoinCredentials
 from .node_command import step_command
 from .render.node_steps import drain_on_removal_step, join_step
 
@@ -37,11 +38,10 @@ def join_node(
     *,
     parent: pulumi.Resource,
     prepared: pulumi.Resource,
-    credentials: remote.Command,
+    credentials: JoinCredentials,
     join_after: Sequence[pulumi.Resource],
 ) -> NodeJoin:
-    """`credentials` prints what the join reads on stdin: token, CA hash and (while control planes join) the
-    certificate key, which only a control plane gets."""
+    """`credentials`: what the join reads on stdin (token and CA hash; a control plane also the certificate key)."""
     # A stack deployed before knows these resources under the old component: without the aliases Pulumi
     # would replace them, and replacing deletes the old ones, which drains the node and `kubeadm reset`s it.
     previous_parent = create_urn(node.name, PREVIOUS_COMPONENT, parent=parent)
@@ -56,10 +56,8 @@ def join_node(
         node,
         join_step(spec, node),
         parent=parent,
-        depends_on=[prepared, credentials, *join_after],
-        stdin=pulumi.Output.secret(
-            credentials.stdout if node.is_control_plane else credentials.stdout.apply(_token_and_ca_hash)
-        ),
+        depends_on=[prepared, credentials.command, *join_after],
+        stdin=credentials.stdin(node),
         # A credential is spent at join; a fresh token (or a renewed kubeconfig) must not re-run this join.
         ignore_changes=["stdin"],
         # A host that is gone cannot run its reset; removing it only forgets the join.
@@ -77,8 +75,3 @@ def join_node(
         aliases=[previously(drain_name)],
     )
     return NodeJoin(join, drain)
-
-
-def _token_and_ca_hash(printed: str) -> str:
-    """A worker's part of the join credentials: the token and the CA hash, not the control planes' key."""
-    return "".join(f"{line}\n" for line in printed.splitlines()[:2])

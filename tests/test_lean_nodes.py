@@ -408,3 +408,37 @@ def test_the_plans_echo_of_inputs_records_and_answers_what_the_sdks_mock_does() 
     assert plain == {k: v.for_plan() for k, v in through_sdk.outputs.items()}
     # Both read the stack's previous deployment (a stack reference is read, not registered).
     assert "joinCredentials" in plain and engine.STACK_REFERENCE not in {r.type for r in echoed.resources}
+
+
+def test_libyamls_emitter_writes_what_pyyamls_own_writes(run_stack) -> None:
+    """yaml_text uses libyaml's emitter when PyYAML has it: every document the example renders, and strings that
+    stress quoting, folding and block style, come out byte for byte as PyYAML's pure-Python emitter writes them."""
+    import yaml
+
+    from components.render import yaml_text
+
+    assert yaml_text._Base is yaml.CSafeDumper, "PyYAML without libyaml: this test compares nothing"
+
+    class Pure(yaml.SafeDumper):
+        def ignore_aliases(self, data: object) -> bool:
+            return True
+
+    for cls, rep in yaml_text._Dumper.yaml_representers.items():
+        Pure.add_representer(cls, rep)
+    for cls, rep in yaml_text._Dumper.yaml_multi_representers.items():
+        Pure.add_multi_representer(cls, rep)
+    run = run_stack("onprem")
+    documents = [r.inputs for r in run.resources if r.type.startswith("kubernetes:")]
+    documents.append(
+        {
+            "long": "word " * 60,
+            "block": "line one\n  indented: yes\n\ttab\n",
+            "quotes": 'it\'s "quoted": #not-a-comment',
+            "unicode": "größe ✓ 日本",
+            "edge": ["", " leading", "trailing ", "yes", "null", "0o17", "1e3", "- dash", "a: b", "@at", "*star"],
+        }
+    )
+    assert len(documents) > 50
+    for document in documents:
+        pure = yaml.dump(document, Dumper=Pure, default_flow_style=False, sort_keys=False, width=120)
+        assert yaml_text._dump(document) == pure

@@ -9,8 +9,11 @@ from typing import Any
 
 import yaml
 
+# libyaml's emitter when PyYAML was built with it (several times faster; the same text, tested), else PyYAML's own.
+_Base: Any = yaml.CSafeDumper if getattr(yaml, "__with_libyaml__", False) else yaml.SafeDumper
 
-class _Dumper(yaml.SafeDumper):
+
+class _Dumper(_Base):  # type: ignore[misc]
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
