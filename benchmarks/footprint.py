@@ -54,11 +54,12 @@ class PlanMeasure:
     cpu_seconds: float
 
 
-SECRET_PLAINTEXT_BYTES = {"connection": 650, "stdin": 161}
+SECRET_PLAINTEXT_BYTES = {"connection": 650, "connection (agent)": 200, "stdin": 161}
 """What a plan shows as "[secret]" holds, in bytes, for the state model: a command's `connection` (host, port,
 user, the pinned host key and an ed25519 private key of ~410 bytes; an RSA key is ~3.2 KB more) and a join's
 `stdin` (the join credentials: a 23-character bootstrap token and the 71-character CA hash, and for a control
-plane a 64-character certificate key, a line each). Any other secret counts as the connection's size."""
+plane a 64-character certificate key, a line each). With `ssh.agent` the connection holds no key (~200 bytes:
+pulumi-command marks it secret all the same). Any other secret counts as the connection's size."""
 _SECRET_ENVELOPE = '{"4dabf18193072939515e22adb298388d":"1b47061264138c4ac30d75fd1eb44270","ciphertext":"v1::"}'
 
 
@@ -68,18 +69,23 @@ def secret_bytes(plaintext: int) -> int:
     return len(_SECRET_ENVELOPE) + 4 * -(-12 // 3) + 4 * -(-(plaintext + 16) // 3)
 
 
-def _modelled(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
-    """The inputs without their "[secret]" markers, and the bytes those secrets take encrypted."""
+def _modelled(inputs: Mapping[str, Any], agent: bool = False) -> tuple[dict[str, Any], int]:
+    """The inputs without their "[secret]" markers, and the bytes those secrets take encrypted. `agent`: the
+    connection authenticates with the SSH agent (the plan's connection facts say so), so it holds no key."""
     plain = {k: v for k, v in inputs.items() if v != SECRET}
-    default = SECRET_PLAINTEXT_BYTES["connection"]
-    hidden = sum(secret_bytes(SECRET_PLAINTEXT_BYTES.get(k, default)) for k in inputs if k not in plain)
+    sizes = {
+        **SECRET_PLAINTEXT_BYTES,
+        **({"connection": SECRET_PLAINTEXT_BYTES["connection (agent)"]} if agent else {}),
+    }
+    hidden = sum(secret_bytes(sizes.get(k, sizes["connection"])) for k in inputs if k not in plain)
     return plain, hidden
 
 
 def stored_state(entry: Mapping[str, Any]) -> int:
     """Bytes one plan.json resource takes in a checkpoint (compact JSON, as the engine writes it)."""
     custom = entry["type"].split(":")[0] not in {"mlcluster", "pulumi"}
-    inputs, secrets = _modelled(entry["inputs"])
+    agent = str((entry.get("connection") or {}).get("auth", "")).startswith("agent")
+    inputs, secrets = _modelled(entry["inputs"], agent)
     record = {
         "urn": entry["urn"],
         "type": entry["type"],
@@ -122,8 +128,16 @@ def generated_config(nodes: int) -> dict[str, Any]:
     return config
 
 
+def generated_agent_config(nodes: int) -> dict[str, Any]:
+    """The generated stack authenticating with the SSH agent (`ssh.agent`): no key in any connection."""
+    config = generated_config(nodes)
+    config["mlcluster:ssh"] = {"user": "root", "agent": True}
+    return config
+
+
 STACKS: dict[str, Callable[[int], dict[str, Any]]] = {
     "generated": generated_config,
+    "generated-agent": generated_agent_config,
     "onprem": scaled_onprem_config,
 }
 

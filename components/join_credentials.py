@@ -59,7 +59,11 @@ def join_credentials(
             shown = ", ".join(made.pending[:5]) + (
                 f" and {len(made.pending) - 5} more" if len(made.pending) > 5 else ""
             )
-            pulumi.log.info(f"join credentials: minted for {made.minted_for} (UTC) for {shown}", resource=parent)
+            pulumi.log.info(
+                f"join credentials: mint window {made.minted_for} (UTC), for the nodes the last successful up did"
+                f" not have: {shown}",
+                resource=parent,
+            )
 
     decision.apply(report)
     record = decision.apply(lambda made: record_output(made.minted_for, joining))
@@ -69,6 +73,7 @@ def join_credentials(
         f"{first.name}-join-credentials",
         spec,
         first,
+        # How the step is wired (secret output) does not depend on the window; its text does.
         join_credentials_step(spec, ""),
         parent=parent,
         depends_on=list(after),

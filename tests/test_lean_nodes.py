@@ -442,3 +442,20 @@ def test_libyamls_emitter_writes_what_pyyamls_own_writes(run_stack) -> None:
     for document in documents:
         pure = yaml.dump(document, Dumper=Pure, default_flow_style=False, sort_keys=False, width=120)
         assert yaml_text._dump(document) == pure
+
+
+def test_the_models_connection_sizes_are_those_of_real_connections(tmp_path) -> None:
+    """The state model's plaintext sizes for a connection, with an ed25519 key and with the SSH agent, hold what
+    the program sends for a generated node (as compact JSON), within a quarter."""
+    import json
+
+    from benchmarks.footprint import SECRET_PLAINTEXT_BYTES
+    from benchmarks.stacks import HOST_KEY
+
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "key")], check=True)
+    agent = {"host": "198.18.3.231", "port": 22, "user": "root", "hostKey": HOST_KEY, "perDialTimeout": 10}
+    agent |= {"dialErrorLimit": 2}
+    with_key = {**agent, "privateKey": (tmp_path / "key").read_text()}
+    for modelled, connection in (("connection (agent)", agent), ("connection", with_key)):
+        size = len(json.dumps(connection, separators=(",", ":")))
+        assert 0.75 * SECRET_PLAINTEXT_BYTES[modelled] <= size <= SECRET_PLAINTEXT_BYTES[modelled], (modelled, size)

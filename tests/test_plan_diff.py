@@ -325,6 +325,7 @@ PLACEMENT_CASES: list[tuple[str, Any, Callable[[dict[str, Any]], None], set[str]
         with_bastion(),
         EVERY_NODE,
         [
+            "+ bastion.auth: privateKey",
             "+ bastion.host: 10.20.0.2",
             f"+ bastion.hostKey: {FINGERPRINT_B}",
             "+ bastion.port: 22",
@@ -385,6 +386,7 @@ def test_plan_placement_has_no_secret_and_says_when_host_keys_are_not_pinned(run
         "port": 22,
         "user": "ubuntu",
         "hostKey": "not pinned (insecureIgnoreHostKeys)",
+        "auth": "privateKey",
     }
     assert document["placement"]["cp-2"]["hostKey"] == host_key_fingerprint(values["nodes"][1]["hostKey"])
     assert document["placement"]["cp-2"]["hostKey"].startswith("SHA256:")
@@ -412,3 +414,23 @@ def test_a_removed_step_says_what_its_removal_runs() -> None:
     whys = {(c.node, c.step): c.why for c in diff_plans(old, replaced).steps}
     assert whys[(first, "os")] == "replaced (triggers changed): on-delete script runs, then the step"
     assert whys[(first, "kubelet")] == "replaced (triggers changed): no on-delete script, then the step"
+
+
+def test_a_connection_fact_an_older_plan_did_not_record_is_no_change(run_stack) -> None:
+    """Plans record how each step authenticates (`auth`) since ssh.agent; a plan from before has no such fact: that is
+    not a changed connection (nothing re-runs for it). A real change of it, key to agent, is."""
+    values, secret = stack_values("onprem")
+    new = program_plan(run_stack, values, secret)
+    old = copy.deepcopy(new)
+    for resource in old["resources"]:
+        if isinstance(resource.get("connection"), dict):
+            resource["connection"].pop("auth", None)
+    for facts in old["placement"].values():
+        facts.pop("auth", None)
+    assert diff_plans(old, new).empty
+    agent = copy.deepcopy(new)
+    for resource in agent["resources"]:
+        if isinstance(resource.get("connection"), dict):
+            resource["connection"]["auth"] = "agent (SSH_AUTH_SOCK)"
+    changed = diff_plans(new, agent)
+    assert changed.steps and {c.why for c in changed.steps if c.kind == "re-runs"} == {"connection changed"}

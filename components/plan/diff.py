@@ -214,7 +214,7 @@ def _step_change(
     changed = {c.key.split(".")[0].split("[")[0] for c in inputs}
     # The connection input is one secret on the wire; its facts tell whether it changed (any change re-runs).
     if not _under("connection", list(new["options"].get("ignoreChanges") or [])) and key_changes(
-        old.get("connection"), new.get("connection")
+        *_recorded_by_both(old.get("connection"), new.get("connection"))
     ):
         changed.add("connection")
     options = key_changes(_options(old), _options(new), "options")
@@ -345,10 +345,26 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
     return PlanDiff(steps, releases, resources, outputs, placement_changes(old, new))
 
 
+NEWER_FACTS = ("auth",)
+"""Connection facts plans of older releases did not write: absent from the earlier plan, they are no change."""
+
+
+def _recorded_by_both(old: Any, new: Any) -> tuple[Any, Any]:
+    """The connection facts to compare: a fact the earlier plan's release did not write yet (how a step
+    authenticates) is no change of the connection; any other fact that appears or goes is (a bastion added)."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        unrecorded = [k for k in NEWER_FACTS if k not in old]
+        return old, {k: v for k, v in new.items() if k not in unrecorded}
+    return old, new
+
+
 def placement_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[KeyChange]]:
     """Nodes whose connection facts differ; a node added or removed shows as its steps do, not here."""
     before, after = old.get("placement") or {}, new.get("placement") or {}
-    changes = {node: key_changes(before[node], after[node]) for node in sorted(before.keys() & after.keys())}
+    changes = {
+        node: key_changes(*_recorded_by_both(before[node], after[node]))
+        for node in sorted(before.keys() & after.keys())
+    }
     return {node: keys for node, keys in changes.items() if keys}
 
 

@@ -64,11 +64,14 @@ def _endpoint(connection: dict[str, Any]) -> dict[str, Any]:
         "port": int(port) if isinstance(port, float | int) else port,
         "user": connection.get("user"),
         "hostKey": host_key_fingerprint(connection.get("hostKey")) or "not pinned (insecureIgnoreHostKeys)",
+        # How the step authenticates, never with what: the key itself is a secret.
+        "auth": "privateKey" if connection.get("privateKey") else "agent (SSH_AUTH_SOCK)",
     }
 
 
 def connection_facts(resource: RecordedResource) -> dict[str, Any] | None:
-    """Where a step runs, without its secrets: host, port, user, host-key fingerprint, and the bastion's.
+    """Where a step runs, without its secrets: host, port, user, host-key fingerprint, how it authenticates, and
+    the bastion's.
 
     The engine receives the connection as one secret (it holds the private key), so the plan would otherwise
     show neither the address a step runs on nor a change of it.

@@ -150,7 +150,6 @@ def admin_kubeconfig_step(renewed_before: str = "") -> NodeStep:
         title="Read the admin kubeconfig",
         script=script,
         secret_stdout=True,
-        standalone=True,
     )
 
 

@@ -73,12 +73,10 @@ class NodeStep:
     settings: Mapping[str, str] = field(default_factory=dict)
     node_script: str | None = None
     """`script` as the node receives it: library and body sourced from the node's copy of the script files.
-    None: the node receives `script` itself (a standalone script, such as the admin kubeconfig's)."""
+    None: the node receives `script` itself, a standalone script whose inputs change only when it does (the
+    admin kubeconfig's, whose output the Kubernetes provider is built from)."""
     node_delete_script: str | None = None
     """`delete_script` as the node receives it (see node_script)."""
-    standalone: bool = False
-    """The script neither carries nor sources the library, so its inputs change only when the script itself
-    does (the admin kubeconfig, whose output the Kubernetes provider is built from)."""
 
     @property
     def command_script(self) -> str | None:
@@ -93,29 +91,21 @@ def lib_text() -> str:
     return _body("lib.sh")
 
 
+@cache
 def stored_name(name: str, text: str) -> str:
     """The file name of script `name` (`lib`, `swap`, …) with body `text` in the node's copy: named by content."""
-    return _stored_name(name, text)
-
-
-@cache
-def _stored_name(name: str, text: str) -> str:
     return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.sh"
 
 
 def stored_file(name: str) -> str:
     """The stored file name of components/scripts/<name>.sh as it is now."""
-    return stored_name(name, lib_text() if name == "lib" else _body(f"{name}.sh"))
+    return stored_name(name, _body(f"{name}.sh"))
 
 
 def store_catalog() -> dict[str, str]:
     """Every script file by its stored name, as the node's copy holds it: what `<node>-scripts` uploads."""
-    catalog = {}
-    for path in sorted(SCRIPTS.glob("*.sh")):
-        name = path.name.removesuffix(".sh")
-        text = lib_text() if name == "lib" else _body(path.name)
-        catalog[stored_name(name, text)] = text
-    return catalog
+    names = sorted(path.name.removesuffix(".sh") for path in SCRIPTS.glob("*.sh"))
+    return {stored_file(name): _body(f"{name}.sh") for name in names}
 
 
 def _assignments(settings: Mapping[str, str]) -> str:
