@@ -454,24 +454,42 @@ class FleetEngine:
         started = time.time()
         # Create, update and delete all get the stdin of the inputs they run with (a delete: the recorded one).
         result = self.runner(connection, command, inputs.get("stdin"))
-        stdout, stderr = result.stdout.removesuffix("\n"), result.stderr.removesuffix("\n")
-        step = StepRun(
+        stdout = result.stdout.removesuffix("\n")
+        shown = None if secret_stdout else stdout
+        self._record(deployment, resource, _step_of(command), connection, action, started, result, shown, command)
+        return subprocess.CompletedProcess(result.args, 0, stdout, result.stderr.removesuffix("\n"))
+
+    def _record(  # noqa: PLR0917
+        self,
+        deployment: _Deployment,
+        resource: str,
+        step: str,
+        connection: Mapping[str, Any],
+        action: str,
+        started: float,
+        result: subprocess.CompletedProcess[str],
+        stdout: str | None,
+        command: str | None,
+    ) -> None:
+        """One run of a resource on a host, in the run's record; a failure raises pulumi-command's error text
+        (`command` None: a copy, which has none)."""
+        run = StepRun(
             resource=resource,
-            step=_step_of(command),
+            step=step,
             host=str(connection["host"]),
             user=str(connection.get("user") or "root"),
             action=action,
             started=started,
             ended=time.time(),
             rc=result.returncode,
-            stdout=None if secret_stdout else stdout,
-            stderr=stderr,
+            stdout=stdout,
+            stderr=result.stderr.removesuffix("\n"),
         )
         with self._lock:
-            deployment.steps.append(step)
+            deployment.steps.append(run)
         if result.returncode != 0:
-            raise RemoteCommandError(failure_text(resource, connection, command, result))
-        return subprocess.CompletedProcess(result.args, 0, stdout, stderr)
+            kind = COMMAND if command is not None else COPY
+            raise RemoteCommandError(failure_text(resource, connection, command or "", result, kind))
 
     def _copy(self, resource: str, inputs: Mapping[str, Any], action: str, deployment: _Deployment) -> None:
         """CopyToRemote's create or update: the archive's directory to the host (pulumi-command copies only when
@@ -479,23 +497,8 @@ class FleetEngine:
         connection = inputs["connection"]
         started = time.time()
         result = self.ssh.copy(connection, Path(inputs["source"]["path"]), str(inputs["remotePath"]))
-        step = StepRun(
-            resource=resource,
-            step="scripts",
-            host=str(connection["host"]),
-            user=str(connection.get("user") or "root"),
-            action=action,
-            started=started,
-            ended=time.time(),
-            rc=result.returncode,
-            # A copy prints nothing (pulumi-command has no output for it); sftp's echo of its batch is ours.
-            stdout="",
-            stderr=result.stderr.removesuffix("\n"),
-        )
-        with self._lock:
-            deployment.steps.append(step)
-        if result.returncode != 0:
-            raise RemoteCommandError(failure_text(resource, connection, "", result, COPY))
+        # A copy prints nothing (pulumi-command has no output for it); sftp's echo of its batch is ours.
+        self._record(deployment, resource, "scripts", connection, action, started, result, "", None)
 
     def _fail(self, deployment: _Deployment, error: BaseException) -> None:
         with self._lock:
