@@ -190,6 +190,20 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("kubeadm needs nodes", mutate("nodes", []), "mlcluster:nodes: must list at least one node"),
     ("existing needs kubeconfig", mutate("cluster.mode", "existing"), "mlcluster:cluster.kubeconfig: is required"),
     ("nfs needs a server", mutate("storage", {"provisioner": "nfs"}), "mlcluster:storage.nfsServer: is required"),
+    # A wrong value is shown as the stack file spells it (YAML's flow style), not as Python writes it.
+    ("bool shown as YAML", mutate("ssh.agent", [True]), "mlcluster:ssh.agent: must be true or false, got [true]"),
+    ("null shown as YAML", mutate("ssh.agent", None), "mlcluster:ssh.agent: must be true or false, got null"),
+    (
+        "map shown as YAML",
+        mutate("ssh.port", {"port": 22, "open": False}),
+        'mlcluster:ssh.port: must be an integer, got {"port": 22, "open": false}',
+    ),
+    (
+        "a long list is cut short",
+        mutate("ssh.port", list(range(100))),
+        "mlcluster:ssh.port: must be an integer, got [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17,"
+        " 18, 19, 20, 21, …",
+    ),
 ]
 
 

@@ -117,13 +117,29 @@ def join_path(base: str, part: str | int) -> str:
     return f"{base}.{part}" if base else part
 
 
+SHOWN_AT_MOST = 80
+"""Characters of a map or list that an error shows: enough to recognise it, not a whole section."""
+
+
 def show(value: Any) -> str:
-    if isinstance(value, str):
-        # JSON-quoted: a newline or quote in a hostile value cannot forge another line of the report.
-        return json.dumps(value, ensure_ascii=False)
+    """A value as the stack file spells it (JSON is YAML's flow style: true, null, [1, 2]), quoted so that a
+    newline or quote in a hostile value cannot forge another line of the report."""
     if isinstance(value, Secret):
         return "[secret]"
-    return repr(value)
+    text = json.dumps(_plain(value), ensure_ascii=False, default=str)
+    if isinstance(value, (dict, list)) and len(text) > SHOWN_AT_MOST:
+        return text[: SHOWN_AT_MOST - 1] + "…"
+    return text
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Secret):
+        return "[secret]"
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 T = TypeVar("T")
