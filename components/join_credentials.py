@@ -33,6 +33,16 @@ class JoinCredentials:
         return self.for_control_planes if node.is_control_plane else self.for_workers
 
 
+def recorded_once_joined(
+    record: pulumi.Output[dict[str, object]], joins: Sequence[pulumi.CustomResource]
+) -> pulumi.Output[dict[str, object]]:
+    """The record to export, resolving only once every join has succeeded (or was already recorded). The engine
+    keeps the outputs a failed `up` registered (pulumi #15754), and the SDK registers them once all resolve: a record
+    that did not wait for the joins would name a node whose join failed, and its retry days later would then reuse
+    an expired token."""
+    return pulumi.Output.all(record, *(join.id for join in joins)).apply(lambda values: values[0])
+
+
 def _token_and_ca_hash(printed: str) -> str:
     return "".join(f"{line}\n" for line in printed.splitlines()[:2])
 
@@ -45,8 +55,9 @@ def join_credentials(
     previous: pulumi.StackReference,
     after: Sequence[pulumi.Resource],
 ) -> tuple[JoinCredentials | None, pulumi.Output[dict[str, object]]]:
-    """The credentials (none when no node joins: a one-node cluster), and the record to export as the
-    `joinCredentials` stack output. One stdin Output each for control planes and workers, shared by their joins."""
+    """The credentials (none when no node joins: a one-node cluster), and the record of this run's window and
+    nodes (export it through `recorded_once_joined`). One stdin Output each for control planes and workers,
+    shared by their joins."""
     joining = [n.name for n in joining_nodes(spec)]
     control_planes = [n.name for n in joining_nodes(spec) if n.is_control_plane]
     now = clock.utc_now()

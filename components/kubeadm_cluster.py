@@ -18,7 +18,7 @@ from .cluster_care import ClusterCare
 from .config.spec import NodeSpec, Spec
 from .control_plane import FirstControlPlane
 from .gpu_preflight import GpuPreflight, report_undeclared_gpus
-from .join_credentials import join_credentials
+from .join_credentials import join_credentials, recorded_once_joined
 from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
 from .node_scripts import NodeScripts
@@ -68,7 +68,7 @@ class KubeadmCluster(pulumi.ComponentResource):
 
         last_control_plane_join: pulumi.Resource = control_plane.init
         joins: dict[str, NodeJoin] = {}
-        credentials, self.join_record = join_credentials(
+        credentials, join_window = join_credentials(
             spec, first, parent=self, previous=previous, after=[control_plane.init]
         )
 
@@ -93,6 +93,7 @@ class KubeadmCluster(pulumi.ComponentResource):
         control_plane.read_kubeconfig(self.certificates.steps[first.name], self.certificates.renew_before)
         for node in spec.workers:
             join(node)
+        self.join_record = recorded_once_joined(join_window, [j.join for j in joins.values()])
 
         # Upgrades, each node's kubelet command (day-2 tuning restarts batch by batch) and etcd snapshots, once
         # every node is in the cluster.

@@ -114,6 +114,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi_mocks.Mocks) -> None:
         super().__init__(_AnsweringStackReferences(mocks))
         self.recorded: list[RecordedResource] = []
+        self.stack_outputs: dict[str, OutputValue] | None = None
+        """The stack's exports as the program registered them when it ended; None: it could not (one failed)."""
         self._lock = threading.Lock()
         # PreviewMocks answer every registered resource with its inputs (a stack reference is read, not
         # registered): the request's own wire struct is that answer. The SDK's mock would deserialize it and
@@ -238,6 +240,19 @@ async def _resolve(value: Any) -> OutputValue:
     secret = await output.is_secret()
     resolved = await output.future(with_unknowns=True) if known else None
     return OutputValue(resolved, secret, known)
+
+
+async def _exports(root: Any) -> dict[str, OutputValue]:
+    return {key: await _resolve(value) for key, value in dict(getattr(root, "outputs", {}) or {}).items()}
+
+
+async def _registered_outputs(root: Any) -> dict[str, OutputValue] | None:
+    """The stack's exports as the SDK registers them at the end of a program that failed: all of them, or (when one
+    of them fails: it comes from a resource that failed) none."""
+    try:
+        return await _exports(root)
+    except Exception:  # the SDK's registration fails on any error of an export
+        return None
 
 
 def _no_source_positions() -> Any:
@@ -383,11 +398,15 @@ def run_program(
             def program_main() -> None:
                 runpy.run_path(str(program), run_name="__main__")
 
-            loop.run_until_complete(run_pulumi_func(program_main))
-            root = get_root_resource()
-            exported = dict(getattr(root, "outputs", {}) or {})
-            outputs = {k: loop.run_until_complete(_resolve(v)) for k, v in exported.items()}
-            return ProgramRun(list(monitor.recorded), outputs, monitor)
+            try:
+                loop.run_until_complete(run_pulumi_func(program_main))
+            except BaseException:
+                # Also when a resource failed: the SDK registers the stack's outputs whenever they all resolve.
+                monitor.stack_outputs = loop.run_until_complete(_registered_outputs(get_root_resource()))
+                raise
+            # An export that fails in a run that did not is a program error: raised, not left out.
+            monitor.stack_outputs = loop.run_until_complete(_exports(get_root_resource()))
+            return ProgramRun(list(monitor.recorded), monitor.stack_outputs, monitor)
         finally:
             loop.run_until_complete(loop.shutdown_default_executor())
             for thread_loop in thread_loops:

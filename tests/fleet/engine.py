@@ -37,8 +37,10 @@ It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in 
 - Aliases: a resource whose URN is not in the state but one of its `aliases` is, is that recorded resource
   under a new URN (compared, updated or left alone as usual, never created or deleted for the move).
 - Every resource other than a Command echoes its inputs as outputs.
-- Stack outputs: a successful `up` records the program's exports; a failed one leaves the previous ones (the
-  root stack's outputs are registered only when every export resolves). A `pulumi:pulumi:StackReference` read,
+- Stack outputs: what the program registered for the root stack, which the SDK sends once every export has
+  resolved, also in an `up` that fails (in a step no export depends on): a successful `up` keeps those alone, a
+  failed one writes them over the previous ones (pulumi #15754); a program that never registered them leaves the
+  previous ones. A `pulumi:pulumi:StackReference` read,
   in a preview as in an `up`, answers the named stack's outputs of its last deployment, this stack's own
   included (the engine's builtin provider, `readStackReference`): `{}` before the first one; another stack is
   `unknown stack`.
@@ -695,12 +697,17 @@ class FleetEngine:
                 run.deleted = self._delete_removed(removed, deployment)
             except RemoteCommandError as exc:
                 run.error = exc
-            if program_run is not None:
-                self.stack_outputs[stack] = {
-                    key: _secret(output.value) if output.secret else output.value
-                    for key, output in program_run.outputs.items()
-                    if output.known
-                }
+        exported = monitors[0].stack_outputs if monitors else None
+        if not preview and exported is not None:
+            # The engine keeps the stack's outputs as the program registered them: after a successful `up` those
+            # alone; after a failed one, those it registered over the previous ones (pulumi #15754).
+            known = {
+                key: _secret(output.value) if output.secret else output.value
+                for key, output in exported.items()
+                if output.known
+            }
+            kept = self.stack_outputs.get(stack, {}) if run.error is not None else {}
+            self.stack_outputs[stack] = {**kept, **known}
         run.operations = {**run.operations, **deployment.operations}
         run.wall_seconds = time.monotonic() - started
         self.runs.append(run)
