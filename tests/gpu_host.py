@@ -16,8 +16,9 @@ H200_LSPCI = "17:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 1
 NVSWITCH_LSPCI = "05:00.0 Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3] (rev a1)"
 H200_SMI = "NVIDIA H200, 580.159.04, 143771 MiB"
 SMI_FAILS = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
-# Tools the preflight uses besides the stubs; PATH holds only these, so the host's own lspci never leaks in.
-TOOLS = ("bash", "sed", "awk", "grep", "tr", "uname", "timeout", "cat", "dirname", "head", "env", "sh")
+# Tools the preflight uses besides the stubs (and sha256sum, with which a node command checks its copy of the
+# scripts); PATH holds only these, so the host's own lspci never leaks in.
+TOOLS = ("bash", "sed", "awk", "grep", "tr", "uname", "timeout", "cat", "dirname", "head", "env", "sh", "sha256sum")
 
 
 @dataclass

@@ -178,9 +178,9 @@ def test_a_changed_script_changes_only_the_commands_that_source_it(monkeypatch) 
     assert stored_file("swap") in store_catalog() and store_catalog()[stored_file("swap")].endswith("# one more line\n")
 
 
-def test_the_node_form_runs_as_the_full_script_does_and_says_what_is_missing(tmp_path) -> None:
+def test_the_node_form_runs_as_the_full_script_does_and_says_what_is_missing_or_changed(tmp_path) -> None:
     """The GPU preflight (a real step) from a node's copy of the scripts prints what its full script prints;
-    with a file missing from the copy it stops before running anything, naming the file and the remedy."""
+    with a file of the copy changed or missing it stops before running anything, naming the file and the remedy."""
     from components.render.gpu_operator import preflight_step
     from components.render.shell import remote_command
 
@@ -200,10 +200,19 @@ def test_the_node_form_runs_as_the_full_script_does_and_says_what_is_missing(tmp
     assert full.returncode == from_copy.returncode == 0, from_copy.stderr
     assert from_copy.stdout == full.stdout and "mlcluster-gpu-preflight: " in full.stdout
     assert expand_stored(step.node_script or "", store_catalog()).count(lib_text()) == 1
+    # A file cut short or edited on the host is not what its name says: nothing runs.
+    library = home / STORE / stored_file("lib")
+    library.write_text(lib_text()[:-200])
+    cut = run(step.node_script or "")
+    assert cut.returncode == 1 and cut.stdout == ""
+    assert f"{STORE}/{stored_file('lib')} is missing or not what its name says" in cut.stderr, cut.stderr
+    library.write_text(lib_text())
+    assert run(step.node_script or "").returncode == 0
     (home / STORE / stored_file("gpu-preflight")).unlink()
     missing = run(step.node_script or "")
     assert missing.returncode == 1 and missing.stdout == ""
     assert f"{STORE}/{stored_file('gpu-preflight')} is missing" in missing.stderr and "--replace" in missing.stderr
+    assert missing.stderr.count("\n") == 1, missing.stderr
 
 
 def part(name: str, body: str, *, reads_stdin: bool = False) -> tuple[str, str]:

@@ -117,14 +117,15 @@ def _source(file: str) -> str:
 
 
 def _store_check(files: list[str]) -> str:
-    """Where the node's copy is, and that it holds every file this command sources (a reinstalled host whose
-    copy the state still records has none: say how to get it back)."""
+    """Where the node's copy is, and that it holds every file this command sources, each with the content its name
+    says (a reinstalled host whose copy the state still records has none, an edited or cut-short file is another
+    script: say so, and how to get the files back, before anything runs)."""
     return (
         f'{STORE_VARIABLE}="$PWD/{STORE}"\n'
         f"for file in {' '.join(files)}; do\n"
-        f'  [ -r "${STORE_VARIABLE}/$file" ] || {{ printf \'error: %s is missing: this host lost its copy of the'
-        f' mlcluster scripts (pulumi up --replace its <node>-scripts resource)\\n\' "${STORE_VARIABLE}/$file" >&2;'
-        " exit 1; }\n"
+        f'  sum=$(sha256sum 2>/dev/null <"${STORE_VARIABLE}/$file") && [ "${{file%-*}}-${{sum:0:16}}.sh" = "$file" ] ||'
+        f" {{ printf 'error: %s is missing or not what its name says: this host lost its copy of the mlcluster"
+        f' scripts (pulumi up --replace its <node>-scripts resource)\\n\' "${STORE_VARIABLE}/$file" >&2; exit 1; }}\n'
         "done\n"
     )
 
