@@ -39,10 +39,6 @@ def kubernetes_minor(spec: Spec) -> str:
     return f"v{major}.{minor}"
 
 
-def _step(name: str, title: str, settings: dict[str, str] | None = None, **kwargs: object) -> NodeStep:
-    return rendered_step(name, title, settings or {}, **kwargs)
-
-
 def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     """Registry mirrors (unless Spegel writes them) and the image-disk capacity preflight."""
     steps = []
@@ -58,7 +54,7 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
             if mirror.ca:
                 settings[f"CA_{index}"] = mirror.ca
         steps.append(
-            _step(
+            rendered_step(
                 "registry-mirrors",
                 f"Configure {len(mirrors)} registry mirror(s)",
                 settings,
@@ -68,7 +64,7 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     needed = images.required_bytes(spec, node)
     if spec.images.capacity_check and needed:
         steps.append(
-            _step(
+            rendered_step(
                 "image-capacity",
                 "Check the pre-pulled images fit the image disk",
                 {
@@ -89,13 +85,15 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     image_disk = image_disk_step(node)
     return [
         *([preflight_step(node)] if looks_in_preparation(spec, node) else []),
-        _step("os", "Check the operating system"),
-        _step("swap", "Turn swap off"),
-        _step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
-        _step("sysctl", "Apply kernel settings", {"SYSCTL_CONF": "\n".join(f"{k} = {v}" for k, v in SYSCTL.items())}),
+        rendered_step("os", "Check the operating system"),
+        rendered_step("swap", "Turn swap off"),
+        rendered_step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
+        rendered_step(
+            "sysctl", "Apply kernel settings", {"SYSCTL_CONF": "\n".join(f"{k} = {v}" for k, v in SYSCTL.items())}
+        ),
         *([image_disk] if image_disk else []),
-        _step("containerd", "Install containerd", {"DOCKER_REPO_RPM": DOCKER_REPO_RPM}),
-        _step(
+        rendered_step("containerd", "Install containerd", {"DOCKER_REPO_RPM": DOCKER_REPO_RPM}),
+        rendered_step(
             "kube-packages",
             f"Install kubeadm, kubelet, kubectl {version}",
             {
@@ -129,7 +127,7 @@ def prepare_step(spec: Spec, node: NodeSpec) -> NodeStep:
 
 
 def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
-    return _step(
+    return rendered_step(
         "kubeadm-init",
         "Initialise the first control plane (kubeadm init)",
         {"KUBEADM_CONFIG": kubeadm.init_config(spec, node), "UPLOAD_CERTS": str(len(spec.control_planes) > 1).lower()},
@@ -162,7 +160,7 @@ def join_credentials_step(spec: Spec, minted_for: str) -> NodeStep:
     spent once, at join).
     """
     joining = joining_nodes(spec)
-    return _step(
+    return rendered_step(
         "join-credentials",
         f"Create a join token for {len(joining)} node(s)",
         {

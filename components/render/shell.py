@@ -136,28 +136,24 @@ def _checked(name: str, text: str) -> str:
     return text
 
 
+def _step_script(name: str, settings: Mapping[str, str], code: str) -> str:
+    return _checked(name, _HEAD + f"# mlcluster step: {name}\n" + _assignments(settings) + code)
+
+
 def render_script(name: str, settings: Mapping[str, str]) -> str:
     """The full text of step `name`.sh with its settings: what a reviewer reads and what the tests run."""
-    text = _HEAD + f"# mlcluster step: {name}\n" + _assignments(settings) + lib_text() + _body(f"{name}.sh")
-    return _checked(name, text)
+    return _step_script(name, settings, lib_text() + _body(f"{name}.sh"))
 
 
 def render_node_script(name: str, settings: Mapping[str, str]) -> str:
     """Step `name` as the node receives it: the same settings, library and body sourced from the node's copy."""
     lib, body = stored_file("lib"), stored_file(name)
-    text = (
-        _HEAD
-        + f"# mlcluster step: {name}\n"
-        + _assignments(settings)
-        + _store_check([lib, body])
-        + _source(lib)
-        + _source(body)
-    )
-    return _checked(name, text)
+    return _step_script(name, settings, _store_check([lib, body]) + _source(lib) + _source(body))
 
 
-def rendered_step(name: str, title: str, settings: Mapping[str, str], **wiring: object) -> NodeStep:
+def rendered_step(name: str, title: str, settings: Mapping[str, str] | None = None, **wiring: object) -> NodeStep:
     """Step `name`.sh with its settings, in both forms (see the module docstring)."""
+    settings = settings or {}
     return NodeStep(
         name=name,
         title=title,

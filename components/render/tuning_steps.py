@@ -32,10 +32,6 @@ RESTART_STEP = "kubelet-restart"
 PENDING_RESTARTS = "/var/lib/mlcluster/pending-restarts"
 
 
-def _node_step(name: str, title: str, settings: dict[str, str]) -> NodeStep:
-    return rendered_step(name, title, settings)
-
-
 def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:
     return effective_kubelet(spec.kubelet, node.kubelet)
 
@@ -52,7 +48,7 @@ def image_disk_step(node: NodeSpec) -> NodeStep | None:
         "IMAGE_DISK_MOUNT": disk.mount_point,
     }
     title = f"Image disk {disk.device} on {disk.mount_point}" if disk.device else f"Image directory {disk.path}"
-    return _node_step(IMAGE_DISK_STEP, title, settings)
+    return rendered_step(IMAGE_DISK_STEP, title, settings)
 
 
 def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
@@ -71,7 +67,7 @@ def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
         "KUBELET_DROP_IN": yaml_text.dump(drop_in) if drop_in else "",
         "PENDING_RESTARTS": PENDING_RESTARTS,
     }
-    return _node_step(TUNING_STEP, "Tune containerd and the kubelet for ML images (mark what changed)", settings)
+    return rendered_step(TUNING_STEP, "Tune containerd and the kubelet for ML images (mark what changed)", settings)
 
 
 def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
@@ -83,7 +79,9 @@ def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
         "PENDING_RESTARTS": PENDING_RESTARTS,
         "CPU_MANAGER_POLICY": node_tuning(spec, node).cpu_manager_policy,
     }
-    return _node_step(RESTART_STEP, "Restart containerd/kubelet where tuning changed, in this node's batch", settings)
+    return rendered_step(
+        RESTART_STEP, "Restart containerd/kubelet where tuning changed, in this node's batch", settings
+    )
 
 
 def _batch_size(max_unavailable: str, total: int) -> int:

@@ -69,10 +69,6 @@ def _version(spec: Spec) -> str:
     return spec.kubernetes_version.lstrip("v")
 
 
-def _step(name: str, title: str, settings: dict[str, str]) -> NodeStep:
-    return rendered_step(name, title, settings)
-
-
 def snapshot_settings(spec: Spec, reason: str) -> dict[str, str]:
     snapshots = spec.etcd_snapshots
     return {
@@ -101,11 +97,15 @@ def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
     first = spec.control_planes[0]
     common = {"TARGET_VERSION": version, "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR}
     stages: list[list[UpgradeStep]] = [
-        [UpgradeStep(first, _step("upgrade-preflight", f"Check the upgrade to Kubernetes {version}", common), ())],
+        [
+            UpgradeStep(
+                first, rendered_step("upgrade-preflight", f"Check the upgrade to Kubernetes {version}", common), ()
+            )
+        ],
         [
             UpgradeStep(
                 first,
-                _step(
+                rendered_step(
                     "etcd-snapshot",
                     f"Snapshot etcd before upgrading to {version}",
                     {"TARGET_VERSION": version, **snapshot_settings(spec, "pre-upgrade")},
@@ -131,9 +131,13 @@ def _drained(spec: Spec, runs_on: NodeSpec, nodes: list[NodeSpec]) -> list[list[
     settings = {"TARGET_VERSION": version, **_drain_settings(spec), "NODES": " ".join(names)}
     listed = ", ".join(names)
     return [
-        [UpgradeStep(runs_on, _step("upgrade-drain", f"Cordon and drain {listed} for {version}", settings), names)],
+        [
+            UpgradeStep(
+                runs_on, rendered_step("upgrade-drain", f"Cordon and drain {listed} for {version}", settings), names
+            )
+        ],
         [_kubelet_step(spec, node) for node in nodes],
-        [UpgradeStep(runs_on, _step("upgrade-uncordon", f"Uncordon {listed} at {version}", settings), names)],
+        [UpgradeStep(runs_on, rendered_step("upgrade-uncordon", f"Uncordon {listed} at {version}", settings), names)],
     ]
 
 
@@ -147,7 +151,7 @@ def _control_plane_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeS
         "FIRST_CONTROL_PLANE": str(is_first).lower(),
     }
     title = f"kubeadm upgrade {'apply' if is_first else 'node'}: control plane to {version}"
-    return UpgradeStep(node, _step("upgrade-control-plane", title, settings), (node.name,))
+    return UpgradeStep(node, rendered_step("upgrade-control-plane", title, settings), (node.name,))
 
 
 def _kubelet_step(spec: Spec, node: NodeSpec) -> UpgradeStep:
@@ -173,7 +177,7 @@ def upgrade_kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:
         "CONTROL_PLANE": str(node.is_control_plane).lower(),
     }
     title = f"kubelet and kubectl to {version}" + ("" if node.is_control_plane else " (after kubeadm upgrade node)")
-    return _step("upgrade-kubelet", title, settings)
+    return rendered_step("upgrade-kubelet", title, settings)
 
 
 # The version-skew model (https://kubernetes.io/releases/version-skew-policy/), used to prove the order above.
