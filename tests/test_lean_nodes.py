@@ -51,8 +51,9 @@ their encrypted size (the SSH key in every command's connection, ~2 KB a command
 worker's join read on stdin, ~15 KB), 136 KB; one command less for the kubelet and, on a node without GPUs, for
 the preflight: 117.5 KB. The commands source the library and their step bodies from the node's copy of the
 scripts (51 KB), and joins read the join credentials (token and CA hash) instead of the admin kubeconfig:
-36.5 KB. Left: each command's settings (the preparation's containerd and kubelet settings, ~6 KB, twice) and
-the SSH key in each of the node's five connections (~2 KB each)."""
+36.5 KB; each command checks the files it sources against their content hashes: 37.5 KB. Left: each
+command's settings (the preparation's containerd and kubelet settings, ~6 KB, twice) and the SSH key in each of
+the node's five connections (~2 KB each)."""
 MAX_EDGES_PER_NODE = 12.5
 """9.8 with the merged command; layers that wait on the GPU Operator component wait on each GPU node's label
 patch inside it (the upgrade steps and the monitoring layers added such waits): 15.75; the preparation waits
