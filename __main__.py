@@ -7,26 +7,26 @@ from __future__ import annotations
 
 import pulumi
 
-from components.cni import Cni
+from components.cluster.existing_cluster import ExistingCluster
+from components.cluster.gpu_preflight import GpuPreflight
+from components.cluster.kubeadm_cluster import KubeadmCluster
+from components.cluster.node_scripts import NodeScripts
 from components.config.load import spec_from_pulumi
 from components.config.monitoring import fault_mode, monitoring_wanted
 from components.config.schema import ConfigError
-from components.existing_cluster import ExistingCluster
-from components.gpu_health import GpuHealth
-from components.gpu_operator import GpuOperator
-from components.gpu_preflight import GpuPreflight
-from components.image_logistics import ImageLogistics
-from components.kubeadm_cluster import KubeadmCluster
-from components.kueue import Kueue
-from components.monitoring import Monitoring
-from components.node_scripts import NodeScripts
+from components.platform.cni import Cni
+from components.platform.gpu_health import GpuHealth
+from components.platform.gpu_operator import GpuOperator
+from components.platform.image_logistics import ImageLogistics
+from components.platform.kueue import Kueue
+from components.platform.monitoring import Monitoring
+from components.platform.serving import Serving
+from components.platform.storage import Storage
+from components.platform.training import Training
+from components.platform.workloads import Workloads
 from components.render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from components.render.gpu_operator import preflight_runs
 from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
-from components.serving import Serving
-from components.storage import Storage
-from components.training import Training
-from components.workloads import Workloads
 
 try:
     spec = spec_from_pulumi()

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
+from components.cluster.connection import dial_error_limit
 from components.config.load import spec_from_values
 from components.config.schema import ConfigError
-from components.connection import dial_error_limit
 from components.render.kubeconfig import kubeconfig_reaching
 
 from .test_config_validation import HOST_KEY, base

@@ -7,7 +7,7 @@ the credentials step printed when it last ran: the inputs must change when that 
 
 The program knows which nodes may still have to join: those the last successful `up` did not have (its
 `joinCredentials` output, read back through a StackReference to this stack as the certificates' dates are; it is
-exported only once every join succeeded, components/join_credentials.py). While
+exported only once every join succeeded, components/cluster/join_credentials.py). While
 there are such nodes, the credentials carry a mint window, `MINTED_FOR`: the UTC day, or the UTC hour while a
 control plane is to join (its certificate key lives 2 h). A retry in the same window reads a token minted less than
 a day (a key less than an hour) ago; a retry in a later window changes the input, so the step mints again. With no

@@ -135,7 +135,7 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
         claim["storageClassName"] = storage_class(spec)
     grafana: dict[str, Any] = {"sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL}}}
     if monitoring.grafana_admin_password is not None:
-        # The password stays in a Secret (components/monitoring.py); the values only name it.
+        # The password stays in a Secret (components/platform/monitoring.py); the values only name it.
         grafana["admin"] = {
             "existingSecret": GRAFANA_ADMIN_SECRET,
             "userKey": "admin-user",
@@ -154,7 +154,7 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
     if remote is not None:
         target: dict[str, Any] = {"url": remote.url}
         if remote.username is not None:
-            # The credentials stay in a Secret (components/monitoring.py); the values only name it.
+            # The credentials stay in a Secret (components/platform/monitoring.py); the values only name it.
             target["basicAuth"] = {key: {"name": REMOTE_WRITE_SECRET, "key": key} for key in ("username", "password")}
         prometheus_spec["remoteWrite"] = [target]
     values: dict[str, Any] = {

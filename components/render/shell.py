@@ -6,7 +6,7 @@ A step runs over SSH as `bash -c "<script>"`. Each step exists in two forms buil
   reviewer reads in the plan (`nodes/<node>/NN-<step>.sh`) and what the tests run;
 - the node's script (`NodeStep.node_script`): the same settings, then the library and the body *sourced* from
   the node's copy of the script files (`~/.mlcluster-scripts/<name>-<sha16>.sh`, put there once per node by the
-  `<node>-scripts` copy, components/node_scripts.py). This is the command the engine stores, twice (input and
+  `<node>-scripts` copy, components/cluster/node_scripts.py). This is the command the engine stores, twice (input and
   output), so it carries only what differs between nodes and runs: the settings, readable line by line in
   `pulumi preview --diff`, and each file's content hash. A changed script changes its hash, so every command
   that uses it changes and runs again; the node keeps older files, so a delete recorded long ago finds its own.

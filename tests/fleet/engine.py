@@ -660,7 +660,7 @@ class FleetEngine:
         gc.disable()
         clock = self.clock
         program_clock = (
-            mock.patch("components.clock.utc_now", lambda: datetime.fromtimestamp(clock(), UTC))
+            mock.patch("components.cluster.clock.utc_now", lambda: datetime.fromtimestamp(clock(), UTC))
             if clock is not None
             else contextlib.nullcontext()
         )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components import kubeadm_cluster
+from components.cluster import kubeadm_cluster
 from components.render import join_credentials, shell
 
 from .engine import KUBERNETES_PROVIDER
@@ -101,7 +101,7 @@ def test_without_a_new_mint_window_a_retry_days_later_reads_an_expired_token(fle
         first_window.append(made.minted_for)
         return dataclasses.replace(made, minted_for=first_window[0])
 
-    monkeypatch.setattr("components.join_credentials.decide", frozen)
+    monkeypatch.setattr("components.cluster.join_credentials.decide", frozen)
     hosts["w-1"].set(fail={"kubeadm join": "error execution phase kubelet-start: timed out waiting for the kubelet"})
     assert fleet_engine.up(values, secret).error is not None
     hosts.advance_clock(2 * 24 * HOUR)

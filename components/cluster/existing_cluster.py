@@ -10,7 +10,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .config.spec import Spec
+from ..config.spec import Spec
 
 
 class ExistingCluster(pulumi.ComponentResource):

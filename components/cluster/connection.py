@@ -7,8 +7,8 @@ from contextvars import ContextVar
 import pulumi
 from pulumi_command import remote
 
-from .config.schema import Secret
-from .config.spec import NodeSpec, Spec
+from ..config.schema import Secret
+from ..config.spec import NodeSpec, Spec
 
 _KEY: ContextVar[tuple[Secret, pulumi.Output[str]] | None] = ContextVar("mlcluster_ssh_key", default=None)
 """The SSH key as one secret Output for the program run (a run is one context): every connection shares it

@@ -4,7 +4,7 @@ Order: every node prepares in parallel (once it has its copy of the scripts); th
 further control planes join one at a time (etcd membership changes are safest serialised); workers join in
 parallel once the control planes are in. One join-credentials step on the first control plane serves every
 join (token and CA hash; a certificate key while control planes join, which only a control plane can upload),
-minted again whenever a join could otherwise read expired ones (components/join_credentials.py).
+minted again whenever a join could otherwise read expired ones (components/cluster/join_credentials.py).
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_command import remote
 
+from ..config.spec import NodeSpec, Spec
+from ..render.gpu_operator import looks_in_preparation
+from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
+from ..render.kubeconfig import kubeconfig_reaching
+from ..render.kubelet_placement import spec_warnings
 from .certificates import Certificates
 from .cluster_care import ClusterCare
-from .config.spec import NodeSpec, Spec
 from .control_plane import FirstControlPlane
 from .gpu_preflight import GpuPreflight, report_undeclared_gpus
 from .join_credentials import join_credentials, recorded_once_joined
 from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
 from .node_scripts import NodeScripts
-from .render.gpu_operator import looks_in_preparation
-from .render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
-from .render.kubeconfig import kubeconfig_reaching
-from .render.kubelet_placement import spec_warnings
 
 
 def cluster_identifier(spec: Spec) -> str:

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from .config.spec import NodeSpec, Spec
+from ..config.spec import NodeSpec, Spec
+from ..render.shell import NodeStep, remote_command
 from .connection import node_connection, ssh_user
-from .render.shell import NodeStep, remote_command
 
 
 def step_command(

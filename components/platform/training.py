@@ -9,15 +9,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .config.spec import Spec
-from .platform_layer import PlatformLayer
-from .render.training import (
+from ..config.spec import Spec
+from ..render.training import (
     KustomizeTarget,
     kubeflow_trainer_release,
     legacy_training_operator_targets,
     notebooks_targets,
     pipelines_targets,
 )
+from .platform_layer import PlatformLayer
 
 
 class Training(PlatformLayer):

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_command import remote
 
+from ..config.spec import NodeSpec, Spec
+from ..render.join_credentials import OUTPUT, MintDecision, decide, record_from_output, record_output
+from ..render.node_steps import join_credentials_step, joining_nodes
 from . import clock
-from .config.spec import NodeSpec, Spec
 from .node_command import step_command
-from .render.join_credentials import OUTPUT, MintDecision, decide, record_from_output, record_output
-from .render.node_steps import join_credentials_step, joining_nodes
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .config.spec import Spec
+from ..config.spec import Spec
+from ..render.storage import storage_release
 from .platform_layer import PlatformLayer
-from .render.storage import storage_release
 
 
 class Storage(PlatformLayer):

@@ -20,11 +20,11 @@ from pathlib import Path
 import pulumi
 from pulumi_command import remote
 
-from .config.spec import Spec
+from ..config.spec import Spec
+from ..render.shell import STORE, store_catalog
 from .connection import node_connection
-from .render.shell import STORE, store_catalog
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 BUNDLES = PROJECT / ".mlcluster"
 """Where the program writes the directories the copies upload (ignored by git; safe to delete)."""
 REMOTE_PATH = "."

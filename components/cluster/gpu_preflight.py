@@ -9,10 +9,8 @@ from __future__ import annotations
 import pulumi
 from pulumi_command import remote
 
-from .config.spec import NodeSpec, Spec
-from .node_command import step_command
-from .node_scripts import NodeScripts
-from .render.gpu_operator import (
+from ..config.spec import NodeSpec, Spec
+from ..render.gpu_operator import (
     PREFLIGHT_STEP,
     PreflightResult,
     own_preflight_command,
@@ -20,7 +18,9 @@ from .render.gpu_operator import (
     preflight_report,
     preflight_step,
 )
-from .render.shell import split_output
+from ..render.shell import split_output
+from .node_command import step_command
+from .node_scripts import NodeScripts
 
 
 class GpuPreflight(pulumi.ComponentResource):

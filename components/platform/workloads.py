@@ -10,11 +10,11 @@ from typing import Any
 
 import pulumi
 
-from .config.spec import Spec
-from .config.workloads import YOLO_JOB_NAME
+from ..config.spec import Spec
+from ..config.workloads import YOLO_JOB_NAME
+from ..render.images import declared_size_gib, pull_await_seconds
+from ..render.workloads import claims_used, pod_images, workload_manifests, workloads_namespace
 from .platform_layer import PlatformLayer
-from .render.images import declared_size_gib, pull_await_seconds
-from .render.workloads import claims_used, pod_images, workload_manifests, workloads_namespace
 
 YOLO_RUN_SECONDS = 20 * 60
 """Queueing and the prediction itself, on top of the image pull `up` waits for (render.images.pull_await_seconds)."""

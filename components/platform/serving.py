@@ -11,11 +11,10 @@ from typing import Any
 
 import pulumi
 
-from .config.scheduling import platform_tolerations
-from .config.spec import Spec
-from .platform_layer import PlatformLayer
-from .render import manifests
-from .render.endpoints import (
+from ..config.scheduling import platform_tolerations
+from ..config.spec import Spec
+from ..render import manifests
+from ..render.endpoints import (
     deployment_service,
     endpoint_namespaces,
     horizontal_pod_autoscaler,
@@ -23,7 +22,7 @@ from .render.endpoints import (
     inference_service,
     namespace_object,
 )
-from .render.serving import (
+from ..render.serving import (
     KNATIVE_SERVING_NAMESPACE,
     cert_manager_release,
     knative_operator_release,
@@ -31,6 +30,7 @@ from .render.serving import (
     kserve_releases,
     metrics_server_release,
 )
+from .platform_layer import PlatformLayer
 
 
 class Serving(PlatformLayer):

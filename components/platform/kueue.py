@@ -7,12 +7,12 @@ from typing import Any
 
 import pulumi
 
-from .config.kueue_inventory import check_inventory, gpu_flavors
-from .config.schema import Problems
-from .config.spec import Spec
+from ..config.kueue_inventory import check_inventory, gpu_flavors
+from ..config.schema import Problems
+from ..config.spec import Spec
+from ..render.kueue import kueue_objects, kueue_release
 from .kubernetes_object import resource_name
 from .platform_layer import PlatformLayer
-from .render.kueue import kueue_objects, kueue_release
 
 
 class Kueue(PlatformLayer):

@@ -13,10 +13,9 @@ from typing import Any
 
 import pulumi
 
-from .config.spec import Spec
-from .platform_layer import PlatformLayer
-from .render import manifests
-from .render.monitoring import (
+from ..config.spec import Spec
+from ..render import manifests
+from ..render.monitoring import (
     GRAFANA_ADMIN_SECRET,
     REMOTE_WRITE_SECRET,
     adapter_rules,
@@ -27,6 +26,7 @@ from .render.monitoring import (
     prometheus_rule,
     scrape_monitors,
 )
+from .platform_layer import PlatformLayer
 
 
 class Monitoring(PlatformLayer):

@@ -7,16 +7,16 @@ from typing import Any
 
 import pulumi
 
-from .config.spec import Spec
-from .platform_layer import PlatformLayer
-from .render import manifests
-from .render.images import (
+from ..config.spec import Spec
+from ..render import manifests
+from ..render.images import (
     PREPULL_NAMESPACE,
     planned_images,
     prepull_await_seconds,
     prepull_daemonset,
     spegel_release,
 )
+from .platform_layer import PlatformLayer
 
 
 class ImageLogistics(PlatformLayer):

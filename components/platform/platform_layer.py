@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .config.spec import Spec
+from ..config.spec import Spec
+from ..render.helm import ChartRelease
 from .helm_release import helm_release
 from .kubernetes_object import kubernetes_object
-from .render.helm import ChartRelease
 
 
 class PlatformLayer(pulumi.ComponentResource):

@@ -1,6 +1,6 @@
 """FirstControlPlane: `kubeadm init` (protected) and the admin kubeconfig as a secret output.
 
-The kubeconfig is read once the first control plane's certificates step ran (components/certificates.py), which
+The kubeconfig is read once the first control plane's certificates step ran (components/cluster/certificates.py), which
 needs init first: `read_kubeconfig` adds it.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pulumi
 
-from .config.spec import NodeSpec, Spec
+from ..config.spec import NodeSpec, Spec
+from ..render.node_steps import admin_kubeconfig_step, init_step
 from .node_command import step_command
-from .render.node_steps import admin_kubeconfig_step, init_step
 
 
 class FirstControlPlane(pulumi.ComponentResource):

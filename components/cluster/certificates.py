@@ -15,10 +15,10 @@ from typing import Any
 import pulumi
 from pulumi_command import remote
 
+from ..config.spec import Spec
+from ..render.certificates import OUTPUT, Decision, certificates_step, decide, record_from_output, record_output
 from . import clock
-from .config.spec import Spec
 from .node_command import step_command
-from .render.certificates import OUTPUT, Decision, certificates_step, decide, record_from_output, record_output
 
 
 class Certificates(pulumi.ComponentResource):

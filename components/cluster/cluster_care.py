@@ -17,10 +17,10 @@ import pulumi
 from pulumi.resource import create_urn
 from pulumi_command import remote
 
-from .config.spec import Spec
+from ..config.spec import Spec
+from ..render.etcd_snapshots import timer_step
+from ..render.upgrade import KUBELET_STEP, upgrade_steps
 from .node_command import step_command
-from .render.etcd_snapshots import timer_step
-from .render.upgrade import KUBELET_STEP, upgrade_steps
 
 PREVIOUS_RESTARTS_COMPONENT = "mlcluster:kubelet_restarts:KubeletRestarts"
 """The component that held each node's `<node>-kubelet-restart` command before it became the `kubelet` command:

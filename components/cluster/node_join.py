@@ -15,10 +15,10 @@ import pulumi
 from pulumi.resource import create_urn
 from pulumi_command import remote
 
-from .config.spec import NodeSpec, Spec
+from ..config.spec import NodeSpec, Spec
+from ..render.node_steps import drain_on_removal_step, join_step
 from .join_credentials import JoinCredentials
 from .node_command import step_command
-from .render.node_steps import drain_on_removal_step, join_step
 
 PREVIOUS_COMPONENT = "mlcluster:node_join:NodeJoin"
 """The per-node component these resources were children of: their URNs under it are their aliases."""

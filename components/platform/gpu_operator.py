@@ -12,10 +12,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .config.spec import Spec
-from .gpu_preflight import GpuPreflight
-from .platform_layer import PlatformLayer
-from .render.gpu_operator import (
+from ..cluster.gpu_preflight import GpuPreflight
+from ..config.spec import Spec
+from ..render.gpu_operator import (
     DECIDED_BY_ANNOTATION,
     DRIVER_DEPLOY_LABEL,
     PREFLIGHT_STEP,
@@ -33,6 +32,7 @@ from .render.gpu_operator import (
     planned_gpu_labels,
     waits_on_preflight,
 )
+from .platform_layer import PlatformLayer
 
 
 class GpuOperator(PlatformLayer):

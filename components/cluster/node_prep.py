@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from .config.spec import NodeSpec, Spec
+from ..config.spec import NodeSpec, Spec
+from ..render.node_steps import PREPARE_STEP, prepare_step
 from .node_command import step_command
-from .render.node_steps import PREPARE_STEP, prepare_step
 
 
 def prepare_node(

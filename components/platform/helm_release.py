@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .render.helm import ChartRelease
+from ..render.helm import ChartRelease
 
 
 def helm_release(
