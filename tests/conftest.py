@@ -16,6 +16,7 @@ from components.render.shell import expand_stored, script_of_command, store_cata
 
 PROJECT = Path(__file__).resolve().parents[1]
 STACKS = PROJECT / "stacks"
+BUILD = PROJECT / "build"
 
 
 def stack_values(stack: str) -> tuple[dict[str, Any], list[str]]:
@@ -89,3 +90,40 @@ def run_stack() -> Callable[..., Run]:
         )
 
     return run
+
+
+# The fleet's measurements, across pytest-xdist workers: each worker hands its own to the controller, which prints
+# them once and writes build/fleet-measurements.json (run without workers, the one process does both).
+WORKER_MEASUREMENTS = "fleet_measurements"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from .fleet.measure import MEASUREMENTS  # here: the fleet package imports this module
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[WORKER_MEASUREMENTS] = json.dumps(MEASUREMENTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    from .fleet.measure import MEASUREMENTS
+
+    for key, value in json.loads(node.workeroutput.get(WORKER_MEASUREMENTS, "{}")).items():
+        # A list is appended to by every test that measures it (on whichever worker ran it).
+        if isinstance(value, list) and isinstance(MEASUREMENTS.get(key), list):
+            MEASUREMENTS[key] += value
+        else:
+            MEASUREMENTS[key] = value
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    from .fleet.measure import MEASUREMENTS
+
+    if not MEASUREMENTS or hasattr(config, "workeroutput"):
+        return
+    BUILD.mkdir(exist_ok=True)
+    (BUILD / "fleet-measurements.json").write_text(json.dumps(dict(sorted(MEASUREMENTS.items())), indent=1) + "\n")
+    terminalreporter.section("fleet measurements")
+    for key, value in sorted(MEASUREMENTS.items()):
+        terminalreporter.write_line(f"{key}: {json.dumps(value)}")

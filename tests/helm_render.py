@@ -17,6 +17,7 @@ import helm_python
 import yaml
 from helm_python import _native
 
+from .markers import slow_work
 from .upstream import ManifestLoader, require_upstream
 
 # Helm's releaseutil.SplitManifests separator: a `---` at the start of the text or of a line, then any whitespace.
@@ -98,6 +99,7 @@ def render_chart(
     `values` is validated against the chart's values.schema.json first (Helm does the same on install).
     `kube_version` ("1.34.2" or "v1.34.2") sets `.Capabilities.KubeVersion`; the SDK's default is v1.36.0.
     """
+    slow_work("render")
     loaded = _loaded(chart_path(chart, version))
     plain = json.loads(json.dumps(dict(values or {})))
     loaded.validate_schema(plain)

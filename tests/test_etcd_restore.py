@@ -31,6 +31,7 @@ from components.render.etcd_snapshots import restore_script, timer_step
 from components.render.shell import SCRIPTS
 
 from .conftest import load_spec, stack_values
+from .markers import slow_work
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -210,6 +211,7 @@ class Cluster:
 
 @pytest.fixture(params=RELEASES)
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    slow_work("etcd")
     etcd = release(request.param)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -256,6 +258,7 @@ def restore(tmp_path: Path, cluster: Cluster, member: Member, *args: str) -> sub
     )
 
 
+@pytest.mark.etcd
 def test_restore_brings_three_members_back_to_the_snapshot(cluster: Cluster, tmp_path: Path, capsys) -> None:
     for key, value in KEYS_AT_SNAPSHOT.items():
         cluster.ctl("put", key, value)
@@ -307,6 +310,7 @@ def test_restore_brings_three_members_back_to_the_snapshot(cluster: Cluster, tmp
         print(outputs[0] + outputs[3])
 
 
+@pytest.mark.etcd
 @pytest.mark.parametrize("damage", ["truncated", "bytes-flipped", "not-a-snapshot"])
 def test_a_damaged_snapshot_is_refused_before_anything_stops(cluster: Cluster, tmp_path: Path, damage: str) -> None:
     for key, value in KEYS_AT_SNAPSHOT.items():
@@ -338,6 +342,7 @@ def test_a_damaged_snapshot_is_refused_before_anything_stops(cluster: Cluster, t
     assert cluster.keys() == KEYS_AT_SNAPSHOT
 
 
+@pytest.mark.etcd
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -355,6 +360,7 @@ def test_no_explicit_snapshot_no_restore(cluster: Cluster, tmp_path: Path, args,
     assert member.starts == 1
 
 
+@pytest.mark.etcd
 def test_a_member_missing_from_the_initial_cluster_is_refused(cluster: Cluster, tmp_path: Path) -> None:
     snapshot = tmp_path / "s.db"
     take_snapshot(cluster, snapshot)

@@ -446,6 +446,7 @@ CHART_POD_DELETION = {"force": False, "timeoutSeconds": 300, "deleteEmptyDir": F
 CHART_DRAIN = {"enable": False, "force": False, "timeoutSeconds": 300, "deleteEmptyDir": False}
 
 
+@pytest.mark.render
 @pytest.mark.parametrize(
     ("upgrade", "policy", "expected"),
     [
@@ -513,6 +514,7 @@ def test_driver_upgrade_policy_reaches_the_cluster_policy(upgrade, policy, expec
     assert template_only_keys_read(*UPSTREAM_GPU_OPERATOR, unknown) == []
 
 
+@pytest.mark.render
 @pytest.mark.parametrize(
     ("key", "value", "broken"),
     [

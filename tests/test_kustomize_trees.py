@@ -25,8 +25,9 @@ from components.render.training import (
 )
 
 from .conftest import load_spec, stack_values
+from .markers import slow_work
 from .test_rendered_charts import fixture_crds, object_errors
-from .upstream import require_upstream
+from .upstream import ManifestLoader, require_upstream
 
 FIXTURE_TREES = {
     "kubeflow/trainer": "kubeflow-training-operator",
@@ -62,13 +63,15 @@ def offline_tree(target: KustomizeTarget, scratch: Path) -> Path:
 
 
 def build(directory: Path) -> list[dict[str, Any]]:
+    slow_work("render")
     result = subprocess.run(
         ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
+    return [d for d in yaml.load_all(result.stdout, Loader=ManifestLoader) if d]
 
 
+@pytest.mark.render
 @pytest.mark.parametrize("target", targets(), ids=lambda t: t.name)
 def test_target_builds_offline_and_validates(target: KustomizeTarget, tmp_path: Path) -> None:
     objects = build(offline_tree(target, tmp_path))

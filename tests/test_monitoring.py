@@ -102,6 +102,7 @@ def test_crd_check_rejects_a_misspelt_monitor(onprem: Spec) -> None:
 # --- The releases, rendered -------------------------------------------------------------------------------------
 
 
+@pytest.mark.render
 def test_kube_prometheus_stack_renders_sized_for_the_stack(onprem: Spec, kps: RenderedChart) -> None:
     (prometheus,) = kps.of_kind("Prometheus")
     spec = prometheus["spec"]
@@ -125,6 +126,7 @@ def test_kube_prometheus_stack_renders_sized_for_the_stack(onprem: Spec, kps: Re
     assert {"ServiceMonitor", "PodMonitor", "PrometheusRule"} <= kinds
 
 
+@pytest.mark.render
 def test_grafana_reads_the_admin_secret_and_loads_the_dashboards(onprem: Spec, kps: RenderedChart) -> None:
     grafana = kps.named("Deployment", "kube-prometheus-stack-grafana")
     text = yaml.safe_dump(grafana)
@@ -139,6 +141,7 @@ def test_grafana_reads_the_admin_secret_and_loads_the_dashboards(onprem: Spec, k
         assert config_map["metadata"]["namespace"] == onprem.monitoring.namespace
 
 
+@pytest.mark.render
 def test_the_adapter_queries_the_prometheus_service_the_stack_creates(onprem: Spec, kps: RenderedChart) -> None:
     release = monitoring.prometheus_adapter_release(onprem)
     service = kps.named("Service", monitoring.PROMETHEUS_SERVICE)
@@ -156,6 +159,7 @@ def test_the_adapter_queries_the_prometheus_service_the_stack_creates(onprem: Sp
     assert adapter.named("APIService", "v1beta1.custom.metrics.k8s.io")
 
 
+@pytest.mark.render
 def test_gpu_operator_is_scraped_with_the_fault_counters(onprem: Spec) -> None:
     rendered = render_release(gpu_operator_release(onprem, driver_enabled=True))
     config_map = rendered.named("ConfigMap", monitoring.DCGM_METRICS_CONFIG)
@@ -168,6 +172,7 @@ def test_gpu_operator_is_scraped_with_the_fault_counters(onprem: Spec) -> None:
     assert policy["spec"]["dcgm"]["enabled"] is True
 
 
+@pytest.mark.render
 def test_kueue_renders_its_service_monitor_only_with_monitoring(onprem: Spec) -> None:
     rendered = render_release(kueue_release(onprem))
     (monitor,) = rendered.of_kind("ServiceMonitor")
@@ -176,6 +181,7 @@ def test_kueue_renders_its_service_monitor_only_with_monitoring(onprem: Spec) ->
     assert render_release(kueue_release(off)).of_kind("ServiceMonitor") == []
 
 
+@pytest.mark.render
 def test_the_trainer_monitor_selects_the_trainer_service(onprem: Spec) -> None:
     rendered = render_release(kubeflow_trainer_release(onprem))
     (monitor,) = [m for m in monitoring.scrape_monitors(onprem) if m["metadata"]["name"] == "kubeflow-trainer"]
@@ -191,6 +197,7 @@ def test_the_trainer_monitor_selects_the_trainer_service(onprem: Spec) -> None:
     assert monitor["spec"]["namespaceSelector"]["matchNames"] == [matching[0]["metadata"]["namespace"]]
 
 
+@pytest.mark.render
 @pytest.mark.parametrize(
     ("mode", "present", "absent"),
     [
@@ -386,6 +393,7 @@ def external_queue_spec(onprem: Spec) -> Spec:
     return load_spec(values, secret)
 
 
+@pytest.mark.render
 def test_an_external_queue_metric_is_served_without_a_namespace_filter(onprem: Spec) -> None:
     spec = external_queue_spec(onprem)
     (rule,) = monitoring.adapter_rules(spec)["external"]
@@ -468,6 +476,7 @@ def test_the_grafana_password_and_remote_write_credentials_are_secrets(run_stack
     assert remote_secret.urn in release_of(run, "kube-prometheus-stack").depends_on
 
 
+@pytest.mark.render
 def test_remote_write_renders_into_the_prometheus_resource(onprem: Spec) -> None:
     values, secret_keys = stack_values("onprem")
     values["monitoring"]["remoteWrite"] = {"url": "https://metrics.example.internal/api/v1/push"}

@@ -30,9 +30,10 @@ from components.render.scheduling import (
 
 from .helm_render import FIXTURE_STANDS_IN, chart_path
 from .rendered_stack import VARIANTS, RenderedStack, chart_directory, rendered_stack
-from .upstream import UPSTREAM, custom_resource_errors, kubernetes_errors
+from .upstream import UPSTREAM, ManifestLoader, custom_resource_errors, kubernetes_errors
 
-pytestmark = pytest.mark.timeout(1800)
+# One worker renders the stacks once (rendered_stack caches them per process).
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.xdist_group("rendered-stacks")]
 
 GPU_TAINT_PARSED = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
@@ -51,7 +52,10 @@ def _crd_index(documents: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], 
 @cache
 def fixture_crds() -> dict[tuple[str, str], dict[str, Any]]:
     documents = [
-        d for path in sorted((UPSTREAM / "crds").rglob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d
+        d
+        for path in sorted((UPSTREAM / "crds").rglob("*.yaml"))
+        for d in yaml.load_all(path.read_text(), Loader=ManifestLoader)
+        if d
     ]
     return _crd_index(documents)
 
@@ -96,6 +100,7 @@ def validation_report(stack: RenderedStack) -> tuple[int, list[str]]:
     return checked, problems
 
 
+@pytest.mark.render
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_rendered_object_validates(variant: str, capsys: pytest.CaptureFixture[str]) -> None:
     stack = rendered_stack(variant)
@@ -110,6 +115,7 @@ def test_every_rendered_object_validates(variant: str, capsys: pytest.CaptureFix
     assert checked > 100, f"{variant}: only {checked} objects rendered"
 
 
+@pytest.mark.render
 def test_validation_rejects_an_unknown_field_and_a_bad_kind() -> None:
     stack = rendered_stack("onprem")
     crds = stack_crds(stack)
@@ -126,6 +132,7 @@ def test_validation_rejects_an_unknown_field_and_a_bad_kind() -> None:
 # --- versions as published --------------------------------------------------------------------------------------
 
 
+@pytest.mark.render
 @pytest.mark.parametrize("variant", ["onprem", "knative", "dra"])
 def test_every_chart_version_is_written_as_published(variant: str) -> None:
     stack = rendered_stack(variant)
@@ -230,6 +237,7 @@ CONTRACTS = {
 }
 
 
+@pytest.mark.render
 @pytest.mark.parametrize("contract", CONTRACTS)
 @pytest.mark.parametrize("variant", ["onprem", "knative", "dra"])
 def test_cross_layer_contract_holds_on_rendered_objects(variant: str, contract: str) -> None:
@@ -294,6 +302,7 @@ BREAKS = {
 }
 
 
+@pytest.mark.render
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_each_contract_fails_when_broken_on_purpose(contract: str) -> None:
     release, change = BREAKS[contract]
@@ -325,6 +334,7 @@ def without_a_node(table: dict[str, list[str]]) -> list[str]:
     return [name for name, nodes in table.items() if not nodes and not expected_empty(name)]
 
 
+@pytest.mark.render
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_controller_has_a_node(variant: str) -> None:
     table = controllers_table(rendered_stack(variant))
@@ -332,6 +342,7 @@ def test_every_controller_has_a_node(variant: str) -> None:
     assert without_a_node(table) == []
 
 
+@pytest.mark.render
 def test_a_controller_without_its_toleration_has_no_node_on_an_all_gpu_cluster() -> None:
     stack = rendered_stack("all-gpu-workers")
 
@@ -342,6 +353,7 @@ def test_a_controller_without_its_toleration_has_no_node_on_an_all_gpu_cluster()
     assert table["Deployment/kueue-system/kueue-controller-manager"] == []
 
 
+@pytest.mark.render
 def test_scheduling_table_for_all_gpu_and_one_node(capsys: pytest.CaptureFixture[str]) -> None:
     """Prints the tables the issue asks to show (run with -s); each row names at least one node."""
     for variant in ("all-gpu-workers", "one-node-lab"):

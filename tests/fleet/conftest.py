@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 from .engine import FleetEngine
 from .hosts import Fleet, HostSpec
-from .measure import MEASUREMENTS
-
-BUILD = Path(__file__).resolve().parents[2] / "build"
 
 
 @pytest.fixture
@@ -33,13 +28,3 @@ def fleet_engine() -> Iterator[FleetEngine]:
     engine = FleetEngine()
     yield engine
     engine.close()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not MEASUREMENTS:
-        return
-    BUILD.mkdir(exist_ok=True)
-    (BUILD / "fleet-measurements.json").write_text(json.dumps(MEASUREMENTS, indent=1) + "\n")
-    terminalreporter.section("fleet measurements")
-    for key, value in MEASUREMENTS.items():
-        terminalreporter.write_line(f"{key}: {json.dumps(value)}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..markers import slow_work
 from .stubs._stub import OS_TOOLS, _locked_json, write_launcher
 
 STUBS = Path(__file__).resolve().parent / "stubs"
@@ -236,6 +237,7 @@ class Fleet:
     @contextlib.contextmanager
     def running(cls, specs: Sequence[HostSpec], *, keep: bool = False) -> Iterator[Fleet]:
         """Start the hosts, yield the fleet, tear everything down (the directory stays with keep=True)."""
+        slow_work("fleet")
         require_fleet_support()
         root = Path(tempfile.mkdtemp(prefix="mlcfleet-"))
         root.chmod(0o755)  # non-root SSH users record their sessions under it

@@ -23,14 +23,19 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+# Every stub call is a new interpreter (hundreds per fleet test): modules only some calls need are imported where
+# they are needed, so a call pays only for its own (see tests/fleet/__init__.py, "What a stub call costs").
 
 HOST_CONFIG = Path("/etc/mlcluster-fleet/host.json")
 
@@ -47,6 +52,8 @@ def fail(message: str, code: int = 1) -> StubExit:
 
 
 def sha256(data: str | bytes) -> str:
+    import hashlib
+
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 

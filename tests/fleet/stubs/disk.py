@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from _stub import Host, fail, main
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _disk(host: Host, state: dict[str, Any], device: str) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 from pathlib import Path
 
@@ -53,6 +52,8 @@ def sysctl(host: Host, argv: list[str]) -> int:
                 print(values.get(key, DEFAULTS.get(key, "0")))
             return 0
         if argv and argv[0] == "--system":
+            import glob
+
             files = sorted(glob.glob("/etc/sysctl.d/*.conf"))
             texts = {f: Path(f).read_text() for f in files}
             host.record_extra["files"] = {f: sha256(text) for f, text in texts.items()}

@@ -18,11 +18,13 @@ import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import jsonschema
 import yaml
 from _stub import Host, blocking_firewall, fail, main, package_version, record_versions, sha256, version_tuple
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMAS = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "upstream" / "config-schemas"
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"
@@ -58,6 +60,8 @@ def _schema(kind: str) -> dict[str, Any]:
 
 def load_config(host: Host, path: str, allowed: set[str]) -> dict[str, dict[str, Any]]:
     """The documents of a --config file by kind; any schema problem is kubeadm's 'error unmarshaling'."""
+    import jsonschema
+
     try:
         text = Path(path).read_text()
     except OSError as error:

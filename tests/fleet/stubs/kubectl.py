@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 from _stub import Host, fail, main
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _cluster_endpoint(host: Host, argv: list[str]) -> str:

@@ -12,9 +12,12 @@ import fnmatch
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from _stub import Host, fail, main, sha256
+
+if TYPE_CHECKING:
+    from typing import Any
 
 K8S_PACKAGES = ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
 BINARIES = {

@@ -10,9 +10,12 @@ in the host state (`firewalld.permanent`, `firewalld.runtime`, `ufw.rules`).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from _stub import Host, fail, main
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _FIREWALLD_PORT = re.compile(r"[0-9]{1,5}(-[0-9]{1,5})?/(tcp|udp|sctp|dccp)")
 _UFW_RULE = re.compile(r"[0-9]{1,5}(:[0-9]{1,5})?/(tcp|udp)|[0-9]{1,5}")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import yaml
 from _stub import Host, fail, main, record_versions, sha256, version_tuple
+
+if TYPE_CHECKING:
+    from typing import Any
 
 ACTIONS_WITH_UNITS = {"enable", "disable", "start", "stop", "restart", "reload", "is-active", "is-enabled", "status"}
 
@@ -21,6 +23,8 @@ def _kubelet_started(host: Host, state: dict[str, Any]) -> None:
     """The kubelet of a cluster member (re)starts: it refuses to run newer than the oldest kube-apiserver
     (the version-skew policy), else the Node reports the version it now runs."""
     try:
+        import yaml
+
         config = yaml.safe_load(Path("/etc/kubernetes/kubelet.conf").read_text())
         endpoint = str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
         name = str(config["users"][0]["name"]).removeprefix("system:node:")
