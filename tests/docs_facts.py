@@ -5,13 +5,14 @@ A fact sits inline in Markdown as `<!-- fact:NAME -->value<!-- /fact -->` (invis
     python -m tests.docs_facts --write      # (make docs) rewrite every fact in README.md and docs/*.md
     python -m tests.docs_facts              # exit 1 and name each stale fact
 
-tests/test_docs.py fails on a stale or unknown fact. A measured figure (the README's benchmark tables) is not
-generated here; where another page repeats one, the fact is read from the README's table, so the two agree.
+tests/test_docs.py fails on a stale or unknown fact. A measured figure (docs/benchmarks.md's tables) is not
+generated here; where another page repeats one, the fact is read from that table, so the two agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -26,18 +27,36 @@ FACT = re.compile(r"<!-- fact:(?P<name>[a-z0-9-]+) -->(?P<value>.*?)<!-- /fact -
 PROVIDER_NAMES = {"gke": "GKE", "eks": "EKS", "aks": "AKS"}
 
 
+# One collection in a fresh interpreter prints each test's node id and markers (nothing runs).
+_COLLECT = """
+import json, sys, pytest
+class Report:
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            print("collected " + json.dumps([item.nodeid, sorted({m.name for m in item.iter_markers()})]))
+sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "tests"], plugins=[Report()]))
+"""
+
+
 @cache
-def collected_tests() -> tuple[str, ...]:
-    """Node ids of every test the suite collects (collection only: nothing runs)."""
+def collected() -> dict[str, frozenset[str]]:
+    """Every test the suite collects, by node id, with its markers."""
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+        [sys.executable, "-c", _COLLECT], cwd=PROJECT, capture_output=True, text=True, timeout=300, check=True
     )
-    return tuple(line for line in result.stdout.splitlines() if "::" in line)
+    lines = result.stdout.splitlines()
+    found = (json.loads(line.removeprefix("collected ")) for line in lines if line.startswith("collected ["))
+    return {node: frozenset(markers) for node, markers in found}
+
+
+def collected_tests(*markers: str) -> tuple[str, ...]:
+    """Node ids of the tests that carry every one of `markers` (all of them without)."""
+    return tuple(node for node, marks in collected().items() if set(markers) <= marks)
+
+
+def quick_tests() -> int:
+    """What `make check` runs: no fleet, render or etcd marker."""
+    return sum(1 for marks in collected().values() if not marks & {"fleet", "render", "etcd"})
 
 
 def _listing(names: list[str]) -> str:
@@ -53,9 +72,12 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def readme_table_column(header: str) -> list[str]:
-    """One column of the README table that has it, as written."""
-    lines = (PROJECT / "README.md").read_text().splitlines()
+BENCHMARKS = PROJECT / "docs" / "benchmarks.md"
+
+
+def benchmark_table_column(header: str) -> list[str]:
+    """One column of the docs/benchmarks.md table that has it, as written."""
+    lines = BENCHMARKS.read_text().splitlines()
     for i, line in enumerate(lines):
         if line.startswith("|") and header in _cells(line):
             column = _cells(line).index(header)
@@ -65,26 +87,34 @@ def readme_table_column(header: str) -> list[str]:
                     break
                 rows.append(_cells(row)[column])
             return rows
-    raise LookupError(f"README.md has no table with a column {header!r}")
+    raise LookupError(f"{BENCHMARKS.name} has no table with a column {header!r}")
+
+
+def leading_number(cell: str) -> float:
+    """A table cell's own figure: `26.3 (26.1)` (the previous release's in brackets) is 26.3, `**0**` is 0."""
+    return float(cell.split(maxsplit=1)[0].strip("*"))
 
 
 def fleet_wall_seconds(run: str) -> Callable[[], str]:
-    """A bootstrap benchmark's wall time, rounded as prose states it, from the README's table."""
+    """A bootstrap benchmark's wall time, rounded as prose states it, from docs/benchmarks.md's table."""
 
     def wall() -> str:
-        rows = dict(zip(readme_table_column("run"), readme_table_column("wall s"), strict=True))
-        return str(round(float(rows[run])))
+        rows = dict(zip(benchmark_table_column("run"), benchmark_table_column("wall s"), strict=True))
+        return str(round(leading_number(rows[run])))
 
     return wall
 
 
 def peak_sessions_per_host() -> str:
-    return str(max(int(v.strip("*")) for v in readme_table_column("peak sessions per host")))
+    return str(max(int(leading_number(v)) for v in benchmark_table_column("peak sessions per host")))
 
 
 FACTS: dict[str, Callable[[], str]] = {
     "suite-tests": lambda: str(len(collected_tests())),
     "fleet-tests": lambda: str(sum(1 for t in collected_tests() if t.startswith("tests/fleet/"))),
+    "render-tests": lambda: str(len(collected_tests("render"))),
+    "etcd-tests": lambda: str(len(collected_tests("etcd"))),
+    "quick-tests": lambda: str(quick_tests()),
     "gpu-taint-providers": gpu_taint_providers,
     "peak-sessions-per-host": peak_sessions_per_host,
     "fleet-wall-1-1": fleet_wall_seconds("1 CP + 1 worker"),

@@ -66,8 +66,9 @@ def test_generated_facts_follow_the_code(monkeypatch) -> None:
     eks = providers._MANAGED["eks"]
     monkeypatch.setitem(providers._MANAGED, "eks", dataclasses.replace(eks, gpu_taint=True))
     assert docs_facts.gpu_taint_providers() == "GKE and EKS"
-    sessions = docs_facts.readme_table_column("peak sessions per host")
-    assert sessions and docs_facts.peak_sessions_per_host() == str(max(int(s) for s in sessions))
+    sessions = docs_facts.benchmark_table_column("peak sessions per host")
+    assert sessions and docs_facts.peak_sessions_per_host() == str(max(int(s.split()[0]) for s in sessions))
+    assert docs_facts.leading_number("26.3 (26.1)") == 26.3 and docs_facts.leading_number("**0**") == 0
 
 
 # --- structure: tables stay tables, references resolve -------------------------------------------

@@ -42,7 +42,11 @@ EXPECTED_OBJECTS = {"training-operator": 14, "notebook-controller": 13, "pipelin
 
 def targets() -> list[KustomizeTarget]:
     spec = load_spec(*stack_values("onprem"))
-    return [*legacy_training_operator_targets(spec), *pipelines_targets(spec), *notebooks_targets(spec)]
+    return [
+        *legacy_training_operator_targets(spec.kubeflow),
+        *pipelines_targets(spec.kubeflow),
+        *notebooks_targets(spec.kubeflow),
+    ]
 
 
 def offline_tree(target: KustomizeTarget, scratch: Path) -> Path:

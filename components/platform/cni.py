@@ -15,5 +15,5 @@ class Cni(PlatformLayer):
     layer_name = "cni"
 
     def install(self, spec: Spec) -> Mapping[str, Any]:
-        self.release = self.chart(cni_release(spec))
+        self.release = self.chart(cni_release(spec.cluster))
         return {"status": self.release.status}

@@ -30,11 +30,11 @@ class Training(PlatformLayer):
         """What a training workload waits for: the release (CRDs, webhook, runtimes) and the kustomize installs."""
         groups: list[list[KustomizeTarget]] = []
         if spec.kubeflow.legacy_training_operator:
-            groups.append(legacy_training_operator_targets(spec))
+            groups.append(legacy_training_operator_targets(spec.kubeflow))
         if spec.kubeflow.pipelines:
-            groups.append(pipelines_targets(spec))
+            groups.append(pipelines_targets(spec.kubeflow))
         if spec.kubeflow.notebooks:
-            groups.append(notebooks_targets(spec))
+            groups.append(notebooks_targets(spec.kubeflow))
         for targets in groups:
             self.ready.append(self._kustomize_chain(targets))
         return {"status": self.release.status}

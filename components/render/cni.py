@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ..config.spec import Spec
+from ..config.spec import ClusterSpec
 from .helm import ChartRelease
 
 CALICO_VERSION = "v3.30.3"
 
 
-def cni_release(spec: Spec) -> ChartRelease:
+def cni_release(cluster: ClusterSpec) -> ChartRelease:
     return ChartRelease(
         name="tigera-operator",
         chart="tigera-operator",
@@ -19,7 +19,7 @@ def cni_release(spec: Spec) -> ChartRelease:
             "installation": {
                 "calicoNetwork": {
                     "ipPools": [
-                        {"cidr": spec.cluster.pod_cidr, "encapsulation": "VXLANCrossSubnet", "natOutgoing": "Enabled"}
+                        {"cidr": cluster.pod_cidr, "encapsulation": "VXLANCrossSubnet", "natOutgoing": "Enabled"}
                     ]
                 }
             }

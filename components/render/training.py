@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..config.scheduling import platform_tolerations
 from ..config.spec import Spec
+from ..config.training import KubeflowSpec
 from .helm import ChartRelease, tolerating
 
 TRAINER_CHART = "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
@@ -52,21 +53,21 @@ class KustomizeTarget:
         return f"https://github.com/{self.repository}//{self.path}?ref={self.ref}"
 
 
-def legacy_training_operator_targets(spec: Spec) -> list[KustomizeTarget]:
+def legacy_training_operator_targets(kubeflow: KubeflowSpec) -> list[KustomizeTarget]:
     # The repository was renamed kubeflow/training-operator -> kubeflow/trainer; v1.x tags stayed.
     return [
         KustomizeTarget(
             "training-operator",
             "kubeflow/trainer",
             "manifests/overlays/standalone",
-            spec.kubeflow.legacy_training_operator_version,
+            kubeflow.legacy_training_operator_version,
         )
     ]
 
 
-def pipelines_targets(spec: Spec) -> list[KustomizeTarget]:
+def pipelines_targets(kubeflow: KubeflowSpec) -> list[KustomizeTarget]:
     """CRDs first (cluster-scoped-resources), then the platform-agnostic standalone install."""
-    ref = spec.kubeflow.pipelines_version
+    ref = kubeflow.pipelines_version
     return [
         KustomizeTarget(
             "pipelines-cluster-scoped", "kubeflow/pipelines", "manifests/kustomize/cluster-scoped-resources", ref
@@ -75,12 +76,12 @@ def pipelines_targets(spec: Spec) -> list[KustomizeTarget]:
     ]
 
 
-def notebooks_targets(spec: Spec) -> list[KustomizeTarget]:
+def notebooks_targets(kubeflow: KubeflowSpec) -> list[KustomizeTarget]:
     return [
         KustomizeTarget(
             "notebook-controller",
             "kubeflow/notebooks",
             "components/notebook-controller/config/overlays/standalone",
-            spec.kubeflow.notebooks_version,
+            kubeflow.notebooks_version,
         )
     ]
