@@ -119,6 +119,18 @@ def test_cloud_plan(tmp_path: Path) -> None:
     assert not (tmp_path / "nodes").exists()
 
 
+def test_the_platform_half_of_a_two_stack_split_plans_without_the_other_stack(tmp_path: Path) -> None:
+    """Its kubeconfig comes from the nodes' stack, which an offline plan cannot read: unknown, not a traceback."""
+    result = plan("--stack", "platform", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "note: stack acme/mlcluster-nodes/onprem (a StackReference) cannot be read offline" in result.stderr
+    document = json.loads((tmp_path / "plan.json").read_text())
+    [provider] = [r for r in document["resources"] if r["type"] == "pulumi:providers:kubernetes"]
+    assert provider["inputs"]["kubeconfig"] == "[secret]"
+    assert sum(r["type"] == "kubernetes:helm.sh/v3:Release" for r in document["resources"]) > 5
+
+
 def test_the_one_machine_lab_example_plans_as_control_plane_and_gpu_worker(tmp_path: Path) -> None:
     result = plan("--stack", "lab", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr

@@ -123,8 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as error:
             print(f"error: --stack-outputs {args.stack_outputs}: {error}", file=sys.stderr)
             return 2
+    mocks = PreviewMocks(previous)
     with program_messages() as said:
-        run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, mocks=PreviewMocks(previous))
+        run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, mocks=mocks)
+    for other in dict.fromkeys(mocks.other_stacks):
+        print(
+            f"note: stack {other} (a StackReference) cannot be read offline: what comes from its outputs is"
+            " [computed] or [secret] here; `pulumi preview` reads them",
+            file=sys.stderr,
+        )
     # What the program itself reports (the certificates' days left); the spec's warnings are printed above.
     for level, message in said:
         if not message.startswith("mlcluster:"):

@@ -187,7 +187,7 @@ class _AnsweringStackReferences(pulumi_mocks.Mocks):
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         found = self.mocks.new_resource(args)
-        if args.typ == STACK_REFERENCE and not isinstance(found[1].get("outputs"), dict):
+        if args.typ == STACK_REFERENCE and "outputs" not in found[1]:
             return stack_reference(args, {})
         return found
 
@@ -196,16 +196,22 @@ class _AnsweringStackReferences(pulumi_mocks.Mocks):
 
 
 class PreviewMocks(pulumi_mocks.Mocks):
-    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown. A stack reference
-    (the program reads its own stack's last outputs) answers `stack_outputs`: by default none, as for a stack
-    never deployed."""
+    """Preview: every resource echoes its inputs; outputs not known until apply stay unknown. A reference to the
+    program's own stack (it reads its last outputs) answers `stack_outputs`: by default none, as for a stack never
+    deployed. A reference to another stack (`cluster.kubeconfigFrom`) answers unknown outputs: a real preview reads
+    that stack's last deployment, which an offline plan cannot reach, so what comes from it is `[computed]`."""
 
     def __init__(self, stack_outputs: Mapping[str, Any] | None = None) -> None:
         self.stack_outputs = dict(stack_outputs or {})
+        self.other_stacks: list[str] = []
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         if args.typ == STACK_REFERENCE:
-            return stack_reference(args, self.stack_outputs)
+            name, answer = stack_reference(args, self.stack_outputs)
+            if name != f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}":
+                self.other_stacks.append(name)
+                answer = {"name": name, "outputs": rpc.UNKNOWN, "secretOutputNames": rpc.UNKNOWN}
+            return name, answer
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
