@@ -436,7 +436,7 @@ def test_objects_validate_against_upstream(stack: str) -> None:
 
 
 def test_crd_check_can_fail() -> None:
-    queue = cluster_queue(stack_spec("onprem example"), stack_spec("onprem example").kueue.teams[0])
+    queue = cluster_queue(stack_spec("onprem example").kueue, stack_spec("onprem example").kueue.teams[0])
     broken = copy.deepcopy(queue)
     broken["spec"]["cohort"] = broken["spec"].pop("cohortName")  # the v1beta1 spelling
     broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
@@ -494,7 +494,7 @@ def test_manager_configuration_integrations(legacy: bool, pytorchjob: bool) -> N
     # Every framework is one the pinned chart knows (enabled or commented out in its default configuration).
     default = chart_values("kueue", spec.kueue.version)["managerConfig"]["controllerManagerConfigYaml"]
     known_frameworks = set(re.findall(r'^\s*#?\s*-\s*"([^"]+)"', default, re.MULTILINE))
-    assert set(integrations(spec)) <= known_frameworks
+    assert set(integrations(spec.kubeflow)) <= known_frameworks
     # The chart's own defaults we must repeat when replacing its configuration.
     upstream = yaml.safe_load(default)
     for key in ("apiVersion", "kind", "health", "metrics", "webhook", "leaderElection"):

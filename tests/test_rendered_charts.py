@@ -185,7 +185,7 @@ def kueue_problems(stack: RenderedStack) -> list[str]:
     config_map = stack.release("kueue").chart.named("ConfigMap", "kueue-manager-config")
     configuration = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
     frameworks = configuration["integrations"]["frameworks"]
-    wanted = integrations(stack.spec)
+    wanted = integrations(stack.spec.kubeflow)
     return [] if frameworks == wanted else [f"Kueue integrations {frameworks} != {wanted}"]
 
 

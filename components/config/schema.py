@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from .redact import redacted
+
 NAMESPACE = "mlcluster"
 
 Check = Callable[[Any], "str | None"]
@@ -81,7 +83,9 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{NAMESPACE}:{self.path}: {self.message}" if self.path else f"{NAMESPACE}: {self.message}"
+        # Redacted here, where every check's wording meets the report: a credential in the wrong key is named only.
+        message = redacted(self.message)
+        return f"{NAMESPACE}:{self.path}: {message}" if self.path else f"{NAMESPACE}: {message}"
 
 
 @dataclass

@@ -36,7 +36,7 @@ class Workloads(PlatformLayer):
             timeouts = None
             if is_yolo:
                 # `up` waits for the YOLO Job to succeed: its image's pull, at the size the stack declares, first.
-                sizes = [declared_size_gib(spec, image) for image in pod_images(manifest)]
+                sizes = [declared_size_gib(spec.images, image) for image in pod_images(manifest)]
                 timeouts = pulumi.CustomTimeouts(create=f"{pull_await_seconds(sizes, YOLO_RUN_SECONDS)}s")
             mounted = [claims[claim] for claim in sorted(claims_used(manifest))]
             resource = self.manifest(manifest, [*after, *mounted], custom_timeouts=timeouts)

@@ -30,7 +30,7 @@ def containerd_config(spec: Spec, line: ContainerdLine, node: NodeSpec | None = 
     """The file for one node (its merged tuning, its image disk), or the cluster's when node is None."""
     tuning = effective_kubelet(spec.kubelet, node.kubelet if node else None)
     root = containerd_root(node) if node is not None and node.image_disk is not None else None
-    return _merged(_base_config(tuning, line, root), registry_settings(spec, CONTAINERD_CONFIG_VERSION[line]))
+    return _merged(_base_config(tuning, line, root), registry_settings(spec.images, CONTAINERD_CONFIG_VERSION[line]))
 
 
 def _base_config(tuning: KubeletSpec, line: ContainerdLine, root: str | None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..config.images import ImageSetSpec, MirrorSpec
+from ..config.images import ImageSetSpec, ImagesSpec, MirrorSpec
 from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
 from . import toml_text
 from .helm import ChartRelease
@@ -50,25 +50,23 @@ def hosts_toml(mirror: MirrorSpec) -> str:
     return toml_text.dumps(hosts_document(mirror))
 
 
-def mirror_authorizations(spec: Spec) -> str:
+def mirror_authorizations(images: ImagesSpec) -> str:
     """The stdin of the mirrors step: `registry<TAB>authorization` lines (secret)."""
-    return "".join(
-        f"{m.registry}\t{m.authorization.reveal()}\n" for m in spec.images.mirrors if m.authorization is not None
-    )
+    return "".join(f"{m.registry}\t{m.authorization.reveal()}\n" for m in images.mirrors if m.authorization is not None)
 
 
-def registry_settings(spec: Spec, config_version: int) -> dict[str, Any]:
+def registry_settings(images: ImagesSpec, config_version: int) -> dict[str, Any]:
     """The containerd CRI settings mirrors and Spegel need, for merging into config.toml."""
-    images: dict[str, Any] = {"registry": {"config_path": CERTS_DIR}}
-    if spec.images.spegel.enabled:
+    cri_images: dict[str, Any] = {"registry": {"config_path": CERTS_DIR}}
+    if images.spegel.enabled:
         # Spegel serves layers from the content store; they must stay after unpacking.
-        images["discard_unpacked_layers"] = False
+        cri_images["discard_unpacked_layers"] = False
     if config_version == 2:
-        cri: dict[str, Any] = {"registry": images["registry"]}
-        if "discard_unpacked_layers" in images:
+        cri: dict[str, Any] = {"registry": cri_images["registry"]}
+        if "discard_unpacked_layers" in cri_images:
             cri["containerd"] = {"discard_unpacked_layers": False}
         return {"plugins": {"io.containerd.grpc.v1.cri": cri}}
-    return {"plugins": {"io.containerd.cri.v1.images": images}}
+    return {"plugins": {"io.containerd.cri.v1.images": cri_images}}
 
 
 def containerd_root(node: NodeSpec) -> str:
@@ -189,9 +187,9 @@ AWAIT_FLOOR_SECONDS = 600
 """Scheduling, container start and the API round trips, before any pull."""
 
 
-def declared_size_gib(spec: Spec, image: str) -> float:
+def declared_size_gib(images: ImagesSpec, image: str) -> float:
     """The size the stack declares for an image (images.prepull[].images[].sizeGiB), else the assumed one."""
-    sizes = [i.size_gib for s in spec.images.prepull for i in s.images if i.image == image and i.size_gib]
+    sizes = [i.size_gib for s in images.prepull for i in s.images if i.image == image and i.size_gib]
     return max(sizes) if sizes else UNDECLARED_IMAGE_GIB
 
 
@@ -206,10 +204,10 @@ def prepull_await_seconds(image_set: ImageSetSpec) -> int:
     return pull_await_seconds(i.size_gib for i in image_set.images)
 
 
-def required_bytes(spec: Spec, node: NodeSpec) -> int:
+def required_bytes(images: ImagesSpec, node: NodeSpec) -> int:
     """Bytes the node's pre-pulled sets need on containerd's root (images without a size count as 0)."""
     total = 0.0
-    for image_set in spec.images.prepull:
+    for image_set in images.prepull:
         if image_set.nodes == "all" or node.gpu is not None:
             total += sum(i.size_gib or 0 for i in image_set.images)
     return int(total * 1024**3)

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import checks
-from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, QuotaSpec, TeamSpec
+from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, KueueSpec, QuotaSpec, TeamSpec
 from ..config.kueue_inventory import GpuFlavor, gpu_flavors
 from ..config.monitoring import monitoring_wanted
 from ..config.scheduling import node_taints, platform_tolerations
 from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, Spec
+from ..config.training import KubeflowSpec
 from . import manifests, yaml_text
 from .helm import ChartRelease, tolerating
 from .kubeadm import node_labels
@@ -30,9 +31,9 @@ LEGACY_PYTORCHJOB = "kubeflow.org/pytorchjob"
 Manifest = dict[str, Any]
 
 
-def integrations(spec: Spec) -> list[str]:
+def integrations(kubeflow: KubeflowSpec) -> list[str]:
     frameworks = list(BASE_INTEGRATIONS)
-    if spec.kubeflow.legacy_training_operator:
+    if kubeflow.legacy_training_operator:
         frameworks.append(LEGACY_PYTORCHJOB)
     return frameworks
 
@@ -58,7 +59,7 @@ def manager_configuration(spec: Spec) -> dict[str, Any]:
             }
         },
         "clientConnection": {"qps": 300, "burst": 500},
-        "integrations": {"frameworks": integrations(spec)},
+        "integrations": {"frameworks": integrations(spec.kubeflow)},
     }
     if spec.kueue.fair_sharing:
         # In v1beta2 the section's presence turns fair sharing on.
@@ -135,11 +136,11 @@ def _flavor_quotas(quota: QuotaSpec, covered: list[str]) -> dict[str, Any]:
     return {"name": quota.flavor, "resources": resources}
 
 
-def cluster_queue(spec: Spec, team: TeamSpec) -> Manifest:
+def cluster_queue(kueue: KueueSpec, team: TeamSpec) -> Manifest:
     covered = _covered_resources(team.quotas)
     body: dict[str, Any] = {}
-    if spec.kueue.cohort:
-        body["cohortName"] = spec.kueue.cohort
+    if kueue.cohort:
+        body["cohortName"] = kueue.cohort
     # A null selector admits no namespace at all: name the team's own.
     body["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": team.queue_namespace}}
     body["queueingStrategy"] = team.queueing_strategy
@@ -167,7 +168,7 @@ def local_queue(team: TeamSpec) -> Manifest:
     return _object("LocalQueue", team.name, namespace=team.queue_namespace, spec={"clusterQueue": team.name})
 
 
-def priority_classes(spec: Spec) -> list[Manifest]:
+def priority_classes(kueue: KueueSpec) -> list[Manifest]:
     return [
         {
             "apiVersion": KUEUE_API,
@@ -176,7 +177,7 @@ def priority_classes(spec: Spec) -> list[Manifest]:
             "value": value,
             "description": f"Priority {value}; jobs opt in with the label {PRIORITY_CLASS_LABEL}: {name}.",
         }
-        for name, value in sorted(spec.kueue.priority_classes.items(), key=lambda item: -item[1])
+        for name, value in sorted(kueue.priority_classes.items(), key=lambda item: -item[1])
     ]
 
 
@@ -192,8 +193,8 @@ def kueue_objects(spec: Spec) -> list[Manifest]:
     teams = spec.kueue.teams
     return [
         *resource_flavors(spec),
-        *priority_classes(spec),
-        *(cluster_queue(spec, team) for team in teams),
+        *priority_classes(spec.kueue),
+        *(cluster_queue(spec.kueue, team) for team in teams),
         *(team_namespace(team) for team in teams),
         *(local_queue(team) for team in teams),
     ]

@@ -58,10 +58,10 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
                 "registry-mirrors",
                 f"Configure {len(mirrors)} registry mirror(s)",
                 settings,
-                stdin=Secret(images.mirror_authorizations(spec)),
+                stdin=Secret(images.mirror_authorizations(spec.images)),
             )
         )
-    needed = images.required_bytes(spec, node)
+    needed = images.required_bytes(spec.images, node)
     if spec.images.capacity_check and needed:
         steps.append(
             rendered_step(
