@@ -99,3 +99,27 @@ def test_no_credential_pasted_into_any_key_of_a_real_stack_reaches_the_report(st
             assert secret_part not in report, (parts, report)
     # Most keys refuse such a value: the assertion above then read a real report, not an empty one.
     assert refused > len(leaves) * len(PASTED) // 2
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("monitoring", "remoteWrite", "url"),
+        ("images", "mirrors", 0, "endpoints", 0),
+    ],
+)
+def test_a_url_with_credentials_is_refused_naming_the_secret_setting_beside_it(parts: tuple[Any, ...]) -> None:
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    values["monitoring"]["remoteWrite"] = {"url": "https://mimir.example.internal/api/v1/push"}
+    target: Any = values
+    for part in parts[:-1]:
+        target = target[part]
+    target[parts[-1]] = "https://admin:Hunter2Secret@mimir.example.internal/api/v1/push"
+    report = _report(values, secret)
+    # A list item's problem is reported at the list's key.
+    named = parts[:-1] if isinstance(parts[-1], int) else parts
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in named).lstrip(".")
+    [line] = [line for line in report.splitlines() if f"mlcluster:{path}:" in line]
+    assert "no user or password in it" in line and "`authorization`" in line and "`password`" in line
+    assert "Hunter2Secret" not in report and "[credentials]@mimir.example.internal" in line

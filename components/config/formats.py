@@ -146,7 +146,10 @@ def http_url(value: str) -> str | None:
     if "?" in value or "#" in value:
         return "is not an http(s) URL such as https://mirror.example.internal (no query or fragment)"
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
-        return "is not an http(s) URL such as https://mirror.example.internal (credentials belong in authorization)"
+        return (
+            "is not an http(s) URL such as https://mirror.example.internal: no user or password in it (credentials go"
+            " in the secret setting beside it: a mirror's `authorization`, remote write's `username` and `password`)"
+        )
     from .checks import is_ip
 
     host = parts.hostname
