@@ -21,6 +21,11 @@ _TAINT = re.compile(r"([^=:]+)(=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute
 
 
 def is_ip(value: str) -> bool:
+    """IPv4 in dotted decimal, or IPv6 without a zone id: `fe80::1%eth0` names an interface of the machine that
+    reads it, and whatever follows the `%` would reach kubeadm, etcd and Prometheus as it is (a link-local address
+    is no address for a node, an API endpoint or a mirror)."""
+    if "%" in value:
+        return False
     try:
         ipaddress.ip_address(value)
     except ValueError:
@@ -31,6 +36,8 @@ def is_ip(value: str) -> bool:
 def host(value: str) -> str | None:
     if is_ip(value) and formats.single_line(value) is None:
         return None
+    if "%" in value and is_ip(value.split("%", 1)[0]):
+        return "is an IPv6 address with a zone id (%…), which names an interface of the machine reading it: no zone id"
     return formats.dns_name(value)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import re
 import struct
 from urllib.parse import urlsplit
@@ -41,7 +42,9 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 # `\` an escape, quotes group words; a `;` or `#` at a line start begins a comment.
 _SYSTEMD_SPECIAL = re.compile(r"[\s%\\\"']")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-_DNS_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)", re.IGNORECASE)
+# ASCII only: with IGNORECASE alone, [a-z] also matches letters that fold to ASCII ones (dotless ı, İ, ſ, the Kelvin
+# sign), and a look-alike name would reach SSH, Helm values and labels.
+_DNS_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)", re.IGNORECASE | re.ASCII)
 # distribution/reference grammar (reference/regexp.go): [domain[:port]/]path[:tag][@digest].
 _DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -115,17 +118,27 @@ def label_value(value: str) -> str | None:
 
 def dns_name(value: str) -> str | None:
     labels = value[:-1].split(".") if value.endswith(".") else value.split(".")
-    # A dotted all-numeric name is a mistyped IPv4 address, not a DNS name.
-    if all(label.isdigit() for label in labels) or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+    if not all(_DNS_LABEL.fullmatch(label) for label in labels):
         return "is not an IP address or DNS name"
+    # A numeric last label (RFC 3696: no top-level domain is all-numeric) is an IPv4 address in another spelling
+    # (10.0.1, 0x0a.0.0.1, 0x0a000001, which SSH and curl read as 10.0.0.1): only dotted decimal is an address.
+    if re.fullmatch(r"[0-9]+|0x[0-9a-f]*", labels[-1], re.IGNORECASE | re.ASCII):
+        return "is not an IP address or DNS name (an IPv4 address is written in dotted decimal, such as 10.0.0.1)"
     if len(value.rstrip(".")) > 253:
         return "is not an IP address or DNS name (longer than 253 characters)"
     return None
 
 
 def dns_key(value: str) -> str:
-    """What identifies a host name: DNS is case-insensitive and `example.com.` is `example.com`."""
-    return value.lower().rstrip(".")
+    """What identifies a host: DNS is case-insensitive and `example.com.` is `example.com`; an IP address is its
+    parsed value (`2001:DB8:0::1` is `2001:db8::1`, and `::ffff:10.0.0.1` is `10.0.0.1`)."""
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return value.lower().rstrip(".")
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 def image_reference(value: str) -> str | None:
@@ -138,6 +151,12 @@ def http_url(value: str) -> str | None:
     problem = single_line(value)
     if problem or re.search(r"\s", value):
         return "is not an http(s) URL such as https://mirror.example.internal"
+    if not value.isascii():
+        # urlsplit lowercases the host, and Unicode lowercasing turns look-alikes (the Kelvin sign) into ASCII.
+        return (
+            "is not an http(s) URL such as https://mirror.example.internal (ASCII only: an international name in"
+            " its xn-- form)"
+        )
     try:
         parts = urlsplit(value)
         port = parts.port
