@@ -68,18 +68,28 @@ class EtcdSnapshotSpec:
     directory: str = setting(
         "/var/lib/mlcluster/etcd-snapshots",
         doc="Where snapshots are written on the control planes.",
-        check=checks.absolute_path,
+        check=checks.node_directory,
     )
     copy_to: str | None = setting(
         None,
         doc="Optional second place every snapshot is copied to (an absolute path, e.g. an NFS mount on the"
         " control planes), with the same retention.",
-        check=checks.absolute_path,
+        check=checks.node_directory,
     )
 
     def validate(self, path: str, problems: Problems) -> None:
-        if self.copy_to is not None and self.copy_to.rstrip("/") == self.directory.rstrip("/"):
+        if self.copy_to is None or checks.node_directory(self.copy_to) or checks.node_directory(self.directory):
+            return  # refused on its own key already
+        copy_to, directory = checks.directory_key(self.copy_to), checks.directory_key(self.directory)
+        if copy_to == directory:
             problems.error(join_path(path, "copyTo"), f'"{self.copy_to}" is the snapshot directory itself')
+        elif checks.is_within(copy_to, directory) or checks.is_within(directory, copy_to):
+            # Each side prunes its own files by age: one inside the other would prune the other's copies.
+            problems.error(
+                join_path(path, "copyTo"),
+                f'"{self.copy_to}" and directory "{self.directory}" are inside one another: give two separate'
+                " directories",
+            )
 
 
 @dataclass(frozen=True)

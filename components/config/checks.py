@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 from collections.abc import Callable
 from typing import Any
@@ -286,10 +287,67 @@ def metric_name(value: str) -> str | None:
     return None
 
 
+PATH_MAX = 4095
+"""Linux's PATH_MAX (4096) less the terminating NUL; a component is at most NAME_MAX, 255 bytes."""
+
+SYSTEM_DIRECTORIES = frozenset(
+    {
+        "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/media", "/mnt", "/opt", "/proc",
+        "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local",
+        "/usr/local/bin", "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/log", "/var/tmp",
+        "/etc/kubernetes", "/etc/containerd", "/var/lib/kubelet", "/var/lib/containerd", "/var/lib/etcd",
+    }
+)  # fmt: skip
+"""Directories a step must never take over as its own (create, chmod 0700, prune): the system's and Kubernetes'."""
+
+ETCD_DATA_DIR = "/var/lib/etcd"
+
+
 def absolute_path(value: str) -> str | None:
+    """An absolute path written as the kernel resolves it: normalised (no `.`, `..` or `//`; one trailing `/` is
+    allowed, and dropped wherever paths are compared: `directory_key`), printable
+    ASCII (no control or direction-override characters that would show another path than the one used), within
+    PATH_MAX and NAME_MAX."""
     if not value.startswith("/"):
         return "is not an absolute path"
-    return formats.single_line(value)
+    if not all(" " <= character <= "~" for character in value):
+        return "is not an absolute path of printable ASCII characters"
+    if posixpath.normpath(value) != directory_key(value) or value.startswith("//"):
+        return f"is not a normalised absolute path (write {posixpath.normpath('/' + value.lstrip('/'))})"
+    if len(value.encode()) > PATH_MAX or any(len(part.encode()) > 255 for part in value.split("/")):
+        return f"is longer than a path may be ({PATH_MAX} bytes, 255 a component)"
+    return None
+
+
+def node_directory(value: str) -> str | None:
+    """A directory a node step creates and owns as root: an absolute path, and not one the system or Kubernetes
+    owns (the step would chmod or prune it)."""
+    if problem := absolute_path(value):
+        return problem
+    if directory_key(value) in SYSTEM_DIRECTORIES:
+        return "is a system directory: give a directory of its own, such as /var/lib/mlcluster/etcd-snapshots"
+    if is_within(directory_key(value), ETCD_DATA_DIR):
+        return f"is inside etcd's data directory ({ETCD_DATA_DIR}), which a restore replaces"
+    return None
+
+
+def mount_path(value: str) -> str | None:
+    """Where a volume is mounted in a container: an absolute path other than the container's root."""
+    if problem := absolute_path(value):
+        return problem
+    if value == "/":
+        return "is the container's root: mount the volume on a directory of its own, such as /checkpoints"
+    return None
+
+
+def directory_key(path: str) -> str:
+    """What identifies a directory: `/var/lib/s/` is `/var/lib/s`."""
+    return path.rstrip("/") or "/"
+
+
+def is_within(path: str, directory: str) -> bool:
+    """`path` is `directory` or below it (both normalised absolute paths)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def git_tag(value: str) -> str | None:

@@ -25,7 +25,7 @@ class StorageSpec:
     local_path: str = setting(
         "/opt/local-path-provisioner",
         doc="Directory on each node that local-path volumes live in (put it on a data disk for big checkpoints).",
-        check=checks.absolute_path,
+        check=checks.node_directory,
     )
     nfs_server: str | None = setting(None, doc="NFS server (required when provisioner is nfs).", check=checks.host)
     nfs_path: str | None = setting(None, doc="Exported NFS path.", check=checks.absolute_path)

@@ -61,7 +61,7 @@ class TrainingWorkloadSpec:
     )
     checkpoint_size: str = setting("50Gi", doc="Size of the checkpoint PVC.", check=checks.quantity)
     checkpoint_path: str = setting(
-        "/checkpoints", doc="Where the checkpoint PVC is mounted (CHECKPOINT_DIR).", check=checks.absolute_path
+        "/checkpoints", doc="Where the checkpoint PVC is mounted (CHECKPOINT_DIR).", check=checks.mount_path
     )
     storage_class: str | None = setting(
         None,
