@@ -45,7 +45,7 @@ check: setup lint
 ## Before a commit and in CI: lint, types, shellcheck, then every test (the SSH fleet tests need root and network
 ## namespaces).
 test: setup lint
-	@PYTHON=$(PYTHON) bash .ci/os-packages venv fleet etcd
+	@PYTHON=$(PYTHON) bash .ci/os-packages venv fleet etcd systemd
 	$(PYTEST)
 
 lint: setup shellcheck

@@ -6,25 +6,71 @@ careful it is with running work (drain bound, Kueue-admitted GPU jobs) and the s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 from . import checks
 from .schema import Problems, join_path, setting
 
-_ON_CALENDAR_WORDS = ("minutely", "hourly", "daily", "weekly", "monthly", "yearly", "quarterly", "semiannually")
+# systemd.time(7): the shorthands, and the normalised form `[WEEKDAYS ]YEAR-MONTH-DAY HOUR:MINUTE[:SECOND]` (or one
+# of date and time alone) written with ASCII digits and single spaces, each field `*`, a value, a range `a..b` or a
+# list of them, with an optional `/repetition`. A subset of what systemd reads, checked field by field for its
+# range: a value outside it (25:61:00), full-width digits or a line break would otherwise reach `OnCalendar=` raw.
+_ON_CALENDAR_WORDS = (
+    "minutely", "hourly", "daily", "weekly", "monthly", "yearly", "annually", "quarterly", "semiannually",
+)  # fmt: skip
+_WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_WEEKDAYS = re.compile(rf"{_WEEKDAY}(?:\.\.{_WEEKDAY})?(?:,{_WEEKDAY}(?:\.\.{_WEEKDAY})?)*")
+_FIELD_ITEM = re.compile(r"(?P<first>[0-9]{1,4})(?:\.\.(?P<last>[0-9]{1,4}))?(?:/(?P<step>[0-9]{1,4}))?")
+# What each field may hold: (name, lowest, highest).
+_DATE_FIELDS = (("year", 1970, 2199), ("month", 1, 12), ("day", 1, 31))
+_TIME_FIELDS = (("hour", 0, 23), ("minute", 0, 59), ("second", 0, 59))
+
+
+def _field_problem(text: str, name: str, low: int, high: int) -> str | None:
+    if text == "*":
+        return None
+    for item in text.split(","):
+        match = _FIELD_ITEM.fullmatch(item)
+        if match is None:
+            return f"has {name} {item!r}, not a number, a range a..b or a list of them"
+        first, last = int(match["first"]), int(match["last"] or match["first"])
+        if not (low <= first <= high and low <= last <= high):
+            return f"has {name} {item!r} outside {low}..{high}"
+        if match["last"] is not None and first >= last:
+            return f"has {name} range {item!r} that does not go up (systemd refuses it)"
+        step = int(match["step"]) if match["step"] is not None else None
+        if step == 0 or (step is not None and match["last"] is None and first + step > high):
+            # systemd refuses a repetition that never repeats inside the field's range (23/5 as an hour).
+            return f"has {name} {item!r} whose repetition never repeats within {low}..{high}"
+    return None
 
 
 def on_calendar(value: str) -> str | None:
-    """A systemd OnCalendar expression; the shapes used in practice (a word, or `DOW? DATE TIME`)."""
+    """A systemd OnCalendar expression (systemd.time(7)): a shorthand, or `[WEEKDAYS ]DATE TIME` in its fields."""
     if value in _ON_CALENDAR_WORDS:
         return None
-    parts = value.split()
-    if 1 <= len(parts) <= 3 and all(all(c.isalnum() or c in "*-:,./~" for c in p) for p in parts) and ":" in parts[-1]:
-        return None
-    return (
-        f"is not a systemd OnCalendar expression: one of {', '.join(_ON_CALENDAR_WORDS)}, or such as '*-*-* 03:00:00'"
-    )
+    hint = f"one of {', '.join(_ON_CALENDAR_WORDS)}, or such as '*-*-* 03:00:00' or 'Mon..Fri *-*-* 02:30'"
+    if not value.isascii() or not value.isprintable() or "  " in value or value != value.strip():
+        return f"is not a systemd OnCalendar expression (ASCII, single spaces): {hint}"
+    parts = value.split(" ")
+    if parts and _WEEKDAYS.fullmatch(parts[0]):
+        parts = parts[1:]
+    date = parts.pop(0) if parts and "-" in parts[0] else None
+    time = parts.pop(0) if parts and ":" in parts[0] else None
+    if parts or (date is None and time is None):
+        return f"is not a systemd OnCalendar expression: {hint}"
+    for text, fields, separator in ((date, _DATE_FIELDS, "-"), (time, _TIME_FIELDS, ":")):
+        if text is None:
+            continue
+        values = text.split(separator)
+        if not (len(fields) - (separator == ":") <= len(values) <= len(fields)):
+            return f"is not a systemd OnCalendar expression ({text!r}): {hint}"
+        for field_text, (name, low, high) in zip(values, fields, strict=False):
+            if problem := _field_problem(field_text, name, low, high):
+                return f"is not a systemd OnCalendar expression: {problem}"
+    return None
 
 
 def positive_duration(value: str) -> str | None:

@@ -1,0 +1,82 @@
+"""`etcdSnapshots.schedule` is checked by the grammar of what reads it: systemd's OnCalendar (systemd.time(7)).
+
+Every expression the check accepts is one `systemd-analyze calendar` accepts (the real parser, from Debian's
+systemd package; .ci/os-packages installs it): the unit file never gets a schedule systemd refuses or reads
+differently line by line."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components.config.care import on_calendar
+
+from .test_config_validation import base
+from .test_hostile_input import errors
+
+
+def systemd_accepts(expression: str) -> bool:
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is missing: apt-get install systemd (bash .ci/os-packages systemd does it as root)"
+    return subprocess.run([analyze, "calendar", expression], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        "*-*-* 25:61:00",
+        "*-*-* 03:00:60",
+        "*-13-01 00:00",
+        "*-*-*\n03:00:00",
+        "*-*-* 03:00:00\nExecStartPre=/bin/true",
+        "*-*-* ０３:00:00",
+        "*-*-*\t03:00",
+        "*-*-*  03:00",
+        "*-*-* */6:00",
+        "*-*-* 1..5/0:00",
+        "Caturday *-*-* 03:00",
+        "daily; reboot",
+        "",
+    ],
+)
+def test_what_systemd_would_refuse_or_misread_is_refused_by_key(schedule: str) -> None:
+    values = base()
+    values["etcdSnapshots"] = {"schedule": schedule}
+    assert any(line.startswith("mlcluster:etcdSnapshots.schedule:") for line in errors(values)), schedule
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    ["daily", "weekly", "*-*-* 03:00:00", "Mon..Fri *-*-* 02:30", "Sat,Sun 2026-*-1,15 00:00", "03:00", "*-*-* 0/6:00"],
+)
+def test_the_usual_schedules_pass_and_systemd_reads_them(schedule: str) -> None:
+    assert on_calendar(schedule) is None
+    assert systemd_accepts(schedule)
+
+
+_NUMBER = st.integers(0, 70).map(str)
+_ITEM = st.one_of(
+    _NUMBER,
+    st.tuples(_NUMBER, _NUMBER).map("..".join),
+    st.tuples(_NUMBER, st.integers(0, 9)).map(lambda t: f"{t[0]}/{t[1]}"),
+)
+_FIELD = st.one_of(st.just("*"), st.lists(_ITEM, min_size=1, max_size=3).map(",".join))
+_WEEKDAYS = st.lists(st.sampled_from(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun", "Mon..Fri"]), max_size=2)
+_EXPRESSION = st.builds(
+    lambda days, date, time, noise: " ".join(p for p in (",".join(days), date, time) if p) + noise,
+    _WEEKDAYS,
+    st.one_of(st.none(), st.lists(_FIELD, min_size=3, max_size=3).map("-".join)),
+    st.one_of(st.none(), st.lists(_FIELD, min_size=2, max_size=3).map(":".join)),
+    st.sampled_from(["", "", "", " ", "\n", "x", ":00", "-1"]),
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(_EXPRESSION)
+def test_every_schedule_the_check_accepts_systemd_accepts(expression: str) -> None:
+    if on_calendar(expression) is None:
+        assert systemd_accepts(expression), expression
