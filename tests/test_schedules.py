@@ -80,3 +80,34 @@ _EXPRESSION = st.builds(
 def test_every_schedule_the_check_accepts_systemd_accepts(expression: str) -> None:
     if on_calendar(expression) is None:
         assert systemd_accepts(expression), expression
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("gpuJobsTimeout", "0.5s", "at least 1s"),
+        ("gpuJobsTimeout", "0s", "at least 1s"),
+        ("gpuJobsTimeout", "169h", "at most 168h"),
+        ("gpuJobsTimeout", "9" * 400 + "h", "longer than a Go duration"),
+        ("gpuJobsTimeout", "9223372037s", "longer than a Go duration"),
+        ("drainTimeout", "2562048h", "longer than a Go duration"),
+        ("drainTimeout", "200h", "at most 168h"),
+        ("drainTimeout", "10 m", "not a duration"),
+        ("drainTimeout", "１０m", "not a duration"),
+    ],
+)
+def test_wait_bounds_are_durations_kubectl_and_the_scripts_read_as_written(key: str, value: str, message: str) -> None:
+    values = base()
+    values["upgrade"] = {key: value}
+    found = [line for line in errors(values) if line.startswith(f"mlcluster:upgrade.{key}:")]
+    assert found and message in found[0], found
+
+
+def test_a_fractional_wait_is_rounded_up_never_down_to_no_wait() -> None:
+    from components.config.load import spec_from_values
+    from components.render.upgrade import _drain_settings
+
+    values = base()
+    values["upgrade"] = {"gpuJobsTimeout": "1.5s"}
+    spec = spec_from_values(values, lambda key: key == "ssh")
+    assert _drain_settings(spec)["GPU_JOBS_TIMEOUT_SECONDS"] == "2"

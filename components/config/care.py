@@ -73,12 +73,22 @@ def on_calendar(value: str) -> str | None:
     return None
 
 
+WAIT_AT_MOST_SECONDS = 7 * 24 * 3600
+"""The longest a drain or a GPU-job wait may take on one node: an upgrade held longer is better stopped and resumed
+(and the bound keeps the number far inside what kubectl's Go parser and the script's bash arithmetic hold)."""
+
+
 def positive_duration(value: str) -> str | None:
-    """A duration longer than zero: a zero bound would fail every drain, or every wait, at once."""
-    problem = checks.duration(value)
-    if problem is None and checks.duration_seconds(value) <= 0:
-        return "must be longer than 0s"
-    return problem
+    """A wait bound from 1s to a week: zero (or a fraction of a second, which whole seconds make 0) would end every
+    drain or wait at once; kubectl reads it with Go's parser, the scripts in whole seconds."""
+    if problem := checks.duration(value):
+        return problem
+    seconds = checks.duration_seconds(value)
+    if seconds < 1:
+        return "must be at least 1s (a shorter bound ends the wait at once)"
+    if seconds > WAIT_AT_MOST_SECONDS:
+        return "must be at most 168h (a week)"
+    return None
 
 
 @dataclass(frozen=True)

@@ -70,9 +70,16 @@ def k8s_name(value: str) -> str | None:
     return None
 
 
+GO_DURATION_MAX_SECONDS = (2**63 - 1) / 1e9
+"""time.ParseDuration's limit (int64 nanoseconds, about 2562047h): kubelet, containerd and kubectl refuse more."""
+
+
 def duration(value: str) -> str | None:
+    """A duration as Go's time.ParseDuration reads it (every reader of ours is a Go program)."""
     if not _DURATION.fullmatch(value):
         return "is not a duration such as 30m, 1h30m or 90s"
+    if duration_seconds(value) > GO_DURATION_MAX_SECONDS:
+        return "is longer than a Go duration can be (2562047h)"
     return None
 
 

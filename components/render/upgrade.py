@@ -29,6 +29,7 @@ resumes where it stopped on the next `up`. Packages stay held (DEB) / excluded (
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -84,7 +85,7 @@ def _drain_settings(spec: Spec) -> dict[str, str]:
     return {
         "DRAIN_TIMEOUT": upgrade.drain_timeout,
         "GPU_JOBS": upgrade.gpu_jobs,
-        "GPU_JOBS_TIMEOUT_SECONDS": str(int(duration_seconds(upgrade.gpu_jobs_timeout))),
+        "GPU_JOBS_TIMEOUT_SECONDS": str(math.ceil(duration_seconds(upgrade.gpu_jobs_timeout))),
         "KUEUE_POD_LABELS": " ".join(KUEUE_POD_LABELS),
         "CORDON_MARKERS": CORDON_MARKERS,
         "POLL_SECONDS": str(POLL_SECONDS),
