@@ -15,7 +15,8 @@ _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 _DURATION = re.compile(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", re.ASCII)
 _PROMETHEUS_DURATION = re.compile(r"(\d+(ms|s|m|h|d|w|y))+", re.ASCII)
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*", re.ASCII)
-_QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?|\d+(\.\d+)?%", re.ASCII)
+_QUANTITY = re.compile(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?", re.ASCII)
+_PERCENTAGE = re.compile(r"\d+(\.\d+)?%", re.ASCII)
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)", re.ASCII)
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.ASCII)
 _TAINT = re.compile(r"([^=:]+)(=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)", re.ASCII)
@@ -101,8 +102,32 @@ def duration_seconds(value: str) -> float:
 
 
 def quantity(value: str) -> str | None:
+    """An amount (CPU, memory, a size, a weight): a percentage is no amount, and Kubernetes refuses one here."""
     if not _QUANTITY.fullmatch(value):
-        return "is not a Kubernetes quantity such as 500m, 4Gi, 10%"
+        return "is not a Kubernetes quantity such as 500m or 4Gi"
+    return None
+
+
+def quantity_or_percentage(value: str) -> str | None:
+    """Where the reader takes either (the kubelet's eviction thresholds: 10% or 5Gi)."""
+    if _PERCENTAGE.fullmatch(value) or _QUANTITY.fullmatch(value):
+        return None
+    return "is not a quantity or percentage such as 10% or 5Gi"
+
+
+def size(value: str) -> str | None:
+    """A volume or memory size: a quantity above zero (a zero-sized volume can never be bound or written)."""
+    if problem := quantity(value):
+        return problem
+    if float(re.sub(r"[A-Za-z]+$", "", value)) == 0:
+        return "must be larger than 0"
+    return None
+
+
+def basic_auth_user(value: str) -> str | None:
+    """An HTTP basic-auth user-id (RFC 7617): one line of printable text without a colon, which ends the user-id."""
+    if not value or len(value) > 256 or not value.isprintable() or ":" in value:
+        return "is not a basic-auth user name (1 to 256 printable characters, no colon)"
     return None
 
 

@@ -36,7 +36,7 @@ def _eviction(value: Mapping[str, str]) -> str | None:
     for signal, threshold in value.items():
         if signal not in EVICTION_SIGNALS:
             return f"has unknown eviction signal {signal!r} (known: {', '.join(EVICTION_SIGNALS)})"
-        if checks.quantity(threshold):
+        if checks.quantity_or_percentage(threshold):
             return f"has {signal}: {threshold!r}, not a quantity or percentage such as 10% or 5Gi"
     return None
 

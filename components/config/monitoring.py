@@ -32,7 +32,7 @@ class FaultHandlingSpec:
 @dataclass(frozen=True)
 class RemoteWriteSpec:
     url: str = setting(doc="Remote-write endpoint (Mimir, Thanos Receive, a cloud's managed Prometheus).", check=url)
-    username: str | None = setting(None, doc="Basic-auth user (with password).")
+    username: str | None = setting(None, doc="Basic-auth user (with password).", check=checks.basic_auth_user)
     password: Secret | None = setting(None, secret=True, doc="Basic-auth password (secret).")
 
     def validate(self, path: str, problems: Problems) -> None:
@@ -52,7 +52,7 @@ class MonitoringSpec:
     version: str = setting("88.5.3", doc="kube-prometheus-stack chart version.", check=checks.pinned_chart_version)
     namespace: str = setting("monitoring", doc="Namespace of the monitoring releases.", check=checks.k8s_name)
     retention: str = setting("15d", doc="How long Prometheus keeps samples.", check=checks.prometheus_duration)
-    storage_size: str = setting("100Gi", doc="Prometheus volume, on the stack's StorageClass.", check=checks.quantity)
+    storage_size: str = setting("100Gi", doc="Prometheus volume, on the stack's StorageClass.", check=checks.size)
     grafana_admin_password: Secret | None = setting(
         None,
         secret=True,

@@ -59,7 +59,7 @@ class TrainingWorkloadSpec:
     num_nodes: int = setting(
         1, doc="Training nodes of the TrainJob and PyTorchJob (the batch Job is one pod).", check=checks.between(1, 256)
     )
-    checkpoint_size: str = setting("50Gi", doc="Size of the checkpoint PVC.", check=checks.quantity)
+    checkpoint_size: str = setting("50Gi", doc="Size of the checkpoint PVC.", check=checks.size)
     checkpoint_path: str = setting(
         "/checkpoints", doc="Where the checkpoint PVC is mounted (CHECKPOINT_DIR).", check=checks.mount_path
     )
@@ -72,7 +72,7 @@ class TrainingWorkloadSpec:
         "16Gi",
         doc="sizeLimit of the memory-backed /dev/shm (DataLoader workers pass batches through it; counts"
         " against the pod's memory).",
-        check=checks.quantity,
+        check=checks.size,
     )
     train_job: bool = setting(True, doc="Also run it as a Kubeflow Trainer TrainJob (needs kubeflow.enabled).")
     pytorch_job: bool = setting(

@@ -1,13 +1,15 @@
-"""`etcdSnapshots.schedule` is checked by the grammar of what reads it: systemd's OnCalendar (systemd.time(7)).
+"""Schedules, durations and sizes, each checked by the grammar of what reads it.
 
-Every expression the check accepts is one `systemd-analyze calendar` accepts (the real parser, from Debian's
-systemd package; .ci/os-packages installs it): the unit file never gets a schedule systemd refuses or reads
-differently line by line."""
+`etcdSnapshots.schedule`: every expression the check accepts is one `systemd-analyze calendar` accepts (the real
+parser, from Debian's systemd package; .ci/os-packages installs it), so the unit file never gets a schedule systemd
+refuses or reads differently. Durations as Go's time.ParseDuration reads them, within the bounds a wait needs;
+quantities without a percentage where an amount is meant, sizes above zero; the basic-auth user as RFC 7617 has it."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -111,3 +113,37 @@ def test_a_fractional_wait_is_rounded_up_never_down_to_no_wait() -> None:
     values["upgrade"] = {"gpuJobsTimeout": "1.5s"}
     spec = spec_from_values(values, lambda key: key == "ssh")
     assert _drain_settings(spec)["GPU_JOBS_TIMEOUT_SECONDS"] == "2"
+
+
+@pytest.mark.parametrize(
+    ("parts", "value", "message"),
+    [
+        (("workloads", "training", "checkpointSize"), "10%", "not a Kubernetes quantity"),
+        (("workloads", "training", "checkpointSize"), "0", "larger than 0"),
+        (("workloads", "training", "checkpointSize"), "0Gi", "larger than 0"),
+        (("workloads", "training", "shmSize"), "0.0Mi", "larger than 0"),
+        (("monitoring", "storageSize"), "50%", "not a Kubernetes quantity"),
+        (("kueue", "teams", 0, "fairSharingWeight"), "10%", "not a Kubernetes quantity"),
+        (("monitoring", "remoteWrite", "username"), "ops:team", "no colon"),
+        (("monitoring", "remoteWrite", "username"), "ops\nteam", "printable"),
+        (("monitoring", "remoteWrite", "username"), "u" * (1 << 20), "1 to 256"),
+    ],
+)
+def test_sizes_and_names_are_what_their_reader_takes(parts: tuple[Any, ...], value: str, message: str) -> None:
+    values = base()
+    values["monitoring"] = {"remoteWrite": {"url": "https://mimir.lab.example/api/v1/push"}}
+    values["kueue"] = {"enabled": True, "fairSharing": True, "teams": [{"name": "vision", "quotas": []}]}
+    target: Any = values
+    for part in parts[:-1]:
+        target = target[part] if isinstance(part, int) else target.setdefault(part, {})
+    target[parts[-1]] = value
+    key = "mlcluster:" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts).lstrip(".") + ":"
+    found = [line for line in errors(values) if line.startswith(key)]
+    assert found and message in found[0], (key, found)
+
+
+def test_an_eviction_threshold_still_takes_a_percentage() -> None:
+    from components.config import checks
+
+    assert checks.quantity_or_percentage("10%") is None and checks.quantity_or_percentage("5Gi") is None
+    assert checks.quantity("10%") is not None and checks.size("1Gi") is None
