@@ -10,17 +10,49 @@ from typing import Any
 import jsonschema
 import yaml
 
+from components.config.go_yaml import plain_scalar_value
+
 PROJECT = Path(__file__).resolve().parents[1]
 UPSTREAM = PROJECT.parent / "shared" / "fixtures" / "upstream"
 
 
+GO_PLAIN = "tag:mlcluster,2026:go-plain"
+
+
 class ManifestLoader(yaml.CSafeLoader):
-    """The safe loader on libyaml's parser (the pure-Python one spent most of a chart render's time scanning; every
-    upstream YAML file loads identically with both). PyYAML resolves a plain `=` to the YAML 1.1 "value" tag but has
-    no constructor for it; the Prometheus Operator CRDs have `- =` in an enum. Read it as the string it is."""
+    """Manifests as Kubernetes reads them: libyaml's parser (the pure-Python one spent most of a chart render's
+    time scanning), then plain scalars resolved by sigs.k8s.io/yaml's rules (components/config/go_yaml.py), not
+    PyYAML's YAML 1.1 ones: `y`, `on`, `1e3`, `0o17`, `1_000` are what Kubernetes makes of them, a date stays text,
+    and keys are strings as in the JSON the API server receives. A stand-in reading kinder than the cluster would
+    let a value a template writes unquoted pass every schema check here and fail on apply."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode and implicit[0] and value != "<<":
+            return GO_PLAIN
+        return super().resolve(kind, value, implicit)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep=deep)
+        return {_json_key(key): value for key, value in mapping.items()}
 
 
-ManifestLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+def _json_key(key: Any) -> str:
+    # sigs.k8s.io/yaml writes a non-string key as the text of its value (true, 1, null).
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return key if isinstance(key, str) else str(key)
+
+
+def _go_plain(loader: ManifestLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return plain_scalar_value(node.value)
+    except ValueError as error:
+        raise yaml.constructor.ConstructorError(None, None, str(error), node.start_mark) from None
+
+
+ManifestLoader.add_constructor(GO_PLAIN, _go_plain)
 
 
 def require_upstream() -> Path:

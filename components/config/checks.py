@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from . import formats
+from . import formats, go_yaml
 from .schema import Check
 
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
@@ -40,7 +40,7 @@ def host(value: str) -> str | None:
         return None
     if "%" in value and is_ip(value.split("%", 1)[0]):
         return "is an IPv6 address with a zone id (%…), which names an interface of the machine reading it: no zone id"
-    return formats.dns_name(value)
+    return formats.dns_name(value) or reads_as_written(value, "a host name")
 
 
 def host_port(value: str) -> str | None:
@@ -68,7 +68,22 @@ def cidr(value: str) -> str | None:
 def k8s_name(value: str) -> str | None:
     if len(value) > 63 or not _K8S_NAME.fullmatch(value):
         return "is not a valid name (lowercase letters, digits and '-', at most 63, start and end alphanumeric)"
-    return None
+    return reads_as_written(value)
+
+
+def reads_as_written(value: str, what: str = "a name") -> str | None:
+    """A name or host the charts write unquoted (every chart its namespace, some their object names, the NFS chart
+    its server) must reach the cluster as that text: Kubernetes' YAML reader takes `123`, `1e3`, `0x1f`, `y`, `on`
+    or `null` as a number, a boolean or null, and the object is refused or wrong (tests/test_unquoted_chart_values.py
+    lists every such placement)."""
+    kind = go_yaml.plain_scalar_kind(value)
+    if kind == "string":
+        return None
+    read = {"number": "a number", "bool": "a boolean", "null": "null"}.get(kind, "no value")
+    return (
+        f"reads as {read} in YAML, and charts write such values unquoted, so Kubernetes would not get this text:"
+        f" choose {what} that YAML reads as text"
+    )
 
 
 GO_DURATION_MAX_SECONDS = (2**63 - 1) / 1e9

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 import yaml
 
-from . import checks
+from . import checks, go_yaml
 from .schema import Problems, join_path, setting
 
 if TYPE_CHECKING:
@@ -25,18 +25,24 @@ def non_negative(value: int) -> str | None:
 
 
 def chart_selector(value: str) -> str | None:
-    """A label selector the chart can carry: its ClusterPolicy template writes podSelector unquoted, so a
-    selector YAML reads as something else (`!key` first is a YAML tag, `true` a boolean) breaks the object."""
+    """A label selector the chart can carry: its ClusterPolicy template writes podSelector unquoted, and the
+    manifest's reader (sigs.k8s.io/yaml) must take it back as this text: not a tag (`!key` first), not a number
+    (`1e3`, `0o17`, `1_000`), a boolean (`y`, `on`) or null."""
     problem = checks.label_selector(value)
     if problem is None and value.strip():
         try:
-            read = yaml.safe_load(f"podSelector: {value}")
+            events = list(yaml.parse(f"podSelector: {value}"))
         except yaml.YAMLError:
-            read = None
-        if not isinstance(read, dict) or read.get("podSelector") != value:
+            events = []
+        scalars = [e for e in events if isinstance(e, yaml.ScalarEvent)]
+        plain = len(scalars) == 2 and scalars[1].value == value and scalars[1].implicit[0] and not scalars[1].tag
+        if not plain or not go_yaml.reads_back_as_text(value):
+            words = {"bool": "a boolean", "number": "a number", "null": "null", "unreadable": "an infinity or NaN"}
+            read = words[go_yaml.plain_scalar_kind(value)] if plain else "YAML syntax (a tag or another structure)"
             return (
-                "is written unquoted into the ClusterPolicy by the chart, where YAML does not read it back as this"
-                " text: put a `!key` term after another term, or add a term"
+                f"is written unquoted into the ClusterPolicy by the chart, where Kubernetes' YAML reader takes it as"
+                f" {read}, not this text: put a `!key` term after another term, or add"
+                " a term"
             )
     return problem
 
