@@ -132,7 +132,7 @@ VALIDATION_CASES = [
     ({"kubeconfigFrom": "acme/a/b/c"}, "is not a stack name of the form organization/project/stack"),
     ({"kubeconfigFrom": "acme/nodes/prod", "kubeconfig": "x"}, "mlcluster:cluster.kubeconfigFrom: is set together"),
     ({"kubeconfigFrom": None, "kubeconfig": None}, "mlcluster:cluster.kubeconfig: is required when mode is existing"),
-    ({"mode": "kubeadm"}, "mlcluster:cluster.kubeconfigFrom: only applies when mode is existing"),
+    ({"mode": "kubeadm"}, "mlcluster:cluster.kubeconfigFrom: has no effect when cluster.mode is kubeadm"),
 ]
 
 

@@ -45,11 +45,19 @@ def spec_and_warnings(
     `is_secret_key` tells secret top-level keys; `is_secret_path`, where the stack file is at hand, tells
     which values inside them were given as secrets (one `secure:` sibling must not vouch for the others)."""
     problems = Problems()
-    ctx = ParseContext(problems, is_secret_path or (lambda path: is_secret_key(top_level_key(path))))
+    ctx = ParseContext(
+        problems, is_secret_path or (lambda path: is_secret_key(top_level_key(path))), mode=_given_mode(values)
+    )
     spec = parse_section(Spec, values, "", ctx)
     if problems.errors:
         raise ConfigError(problems)
     return spec, problems.warnings
+
+
+def _given_mode(values: Mapping[str, Any]) -> str | None:
+    cluster = values.get("cluster")
+    mode = cluster.get("mode", "kubeadm") if isinstance(cluster, Mapping) else "kubeadm"
+    return mode if mode in ("kubeadm", "existing") else None
 
 
 def spec_from_values(

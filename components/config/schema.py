@@ -61,9 +61,11 @@ def setting(
     secret: bool = False,
     default_factory: Callable[[], Any] | None = None,
     example: str | None = None,
+    modes: tuple[str, ...] | None = None,
 ) -> Any:
-    """Declare one config setting: its default, documentation, user-facing key and check."""
-    metadata = {"doc": doc, "key": key, "check": check, "secret": secret, "example": example}
+    """Declare one config setting: its default, documentation, user-facing key and check. `modes`: the
+    `cluster.mode`s the setting has an effect in; set in another mode, it is refused rather than ignored."""
+    metadata = {"doc": doc, "key": key, "check": check, "secret": secret, "example": example, "modes": modes}
     if default_factory is not None:
         return field(default_factory=default_factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -154,6 +156,8 @@ class ParseContext:
     problems: Problems
     secret_paths: Callable[[str], bool]
     """Tells whether the value at a key path was given as a Pulumi secret."""
+    mode: str | None = None
+    """The stack's `cluster.mode` as given (None when it is not one of the modes: that error is reported alone)."""
 
 
 def _type_name(tp: Any) -> str:
@@ -299,6 +303,13 @@ def parse_section(cls: type[T], data: Mapping[str, Any], path: str, ctx: ParseCo
     broken = False
     for key, f in fields.items():
         key_path = join_path(path, key)
+        modes = f.metadata.get("modes")
+        if key in data and modes and ctx.mode is not None and ctx.mode not in modes:
+            ctx.problems.error(
+                key_path,
+                f"has no effect when cluster.mode is {ctx.mode} (only in mode {' or '.join(modes)}): remove it",
+            )
+            continue
         if key not in data:
             if f.default is _MISSING and f.default_factory is _MISSING:
                 ctx.problems.error(key_path, f"is required ({f.metadata.get('doc', '')})".rstrip(" ()"))
@@ -395,7 +406,10 @@ def reference_rows(cls: type[Any], prefix: str = "") -> list[ReferenceRow]:
     for f in dataclasses.fields(cls):
         key = join_path(prefix, config_key(f))
         tp, _ = _strip_optional(hints[f.name])
-        rows.append(ReferenceRow(key, _short_type(hints[f.name]), _show_default(f), f.metadata.get("doc", "")))
+        doc = f.metadata.get("doc", "")
+        if f.metadata.get("modes"):
+            doc += f" *Mode {' or '.join(f'`{m}`' for m in f.metadata['modes'])} only.*"
+        rows.append(ReferenceRow(key, _short_type(hints[f.name]), _show_default(f), doc))
         origin = get_origin(tp)
         if origin in (list, tuple):
             (item,) = get_args(tp)[:1]

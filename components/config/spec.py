@@ -54,31 +54,42 @@ class ClusterSpec:
         doc="Stable address (VIP or load balancer, host[:port]) of the API servers; required with more"
         " than one control-plane node.",
         check=checks.host_port,
+        modes=("kubeadm",),
     )
     api_address: str | None = setting(
         None,
-        doc="Mode `kubeadm`: where the machine running `pulumi` reaches the API server (host[:port]), when not at"
+        doc="Where the machine running `pulumi` reaches the API server (host[:port]), when not at"
         " the kubeconfig's own `server:`; required with ssh.bastion, which carries SSH only. E.g. `127.0.0.1:6443`"
         " through `ssh -N -L 6443:<first control plane>:6443 <bastion>` held open during `pulumi up`.",
         check=checks.host_port,
+        modes=("kubeadm",),
     )
-    pod_cidr: str = setting("10.244.0.0/16", doc="Pod network (kubeadm podSubnet).", check=checks.cidr)
-    service_cidr: str = setting("10.96.0.0/12", doc="Service network (kubeadm serviceSubnet).", check=checks.cidr)
-    cni: Literal["calico", "none"] = setting("calico", doc="CNI installed after init (`none`: bring your own).")
+    pod_cidr: str = setting(
+        "10.244.0.0/16", doc="Pod network (kubeadm podSubnet).", check=checks.cidr, modes=("kubeadm",)
+    )
+    service_cidr: str = setting(
+        "10.96.0.0/12", doc="Service network (kubeadm serviceSubnet).", check=checks.cidr, modes=("kubeadm",)
+    )
+    cni: Literal["calico", "none"] = setting(
+        "calico", doc="CNI installed after init (`none`: bring your own).", modes=("kubeadm",)
+    )
     kubeconfig: Secret | None = setting(
-        None, secret=True, doc="Admin kubeconfig of an existing cluster (mode `existing`; secret)."
+        None, secret=True, doc="Admin kubeconfig of an existing cluster (mode `existing`; secret).", modes=("existing",)
     )
     provider: Literal["generic", "gke", "eks", "aks"] = setting(
-        "generic", doc="Managed provider of an existing cluster, for provider-aware defaults (docs/cloud.md)."
+        "generic",
+        doc="Managed provider of an existing cluster, for provider-aware defaults (docs/cloud.md).",
+        modes=("existing",),
     )
     kubeconfig_from: str | None = setting(
         None,
         doc="Mode `existing`: read the kubeconfig from another stack's output (StackReference"
         " `organization/project/stack`) instead of `kubeconfig`; the two-stack split in docs/cloud.md.",
         check=checks.stack_reference,
+        modes=("existing",),
     )
     kubeconfig_output: str = setting(
-        "kubeconfig", doc="Name of that stack's kubeconfig output.", check=formats.single_line
+        "kubeconfig", doc="Name of that stack's kubeconfig output.", check=formats.single_line, modes=("existing",)
     )
 
     @property
@@ -94,8 +105,6 @@ class ClusterSpec:
             )
         if self.kubeconfig is not None and self.kubeconfig_from is not None:
             problems.error(join_path(path, "kubeconfigFrom"), "is set together with kubeconfig: give only one")
-        if self.mode == "kubeadm" and self.kubeconfig_from is not None:
-            problems.error(join_path(path, "kubeconfigFrom"), "only applies when mode is existing")
         pod = self.pod_cidr and not checks.cidr(self.pod_cidr)
         svc = self.service_cidr and not checks.cidr(self.service_cidr)
         if pod and svc:
@@ -237,8 +246,8 @@ class Spec:
         check=checks.k8s_version,
     )
     cluster: ClusterSpec = setting(default_factory=ClusterSpec, doc="Cluster-wide settings.")
-    ssh: SshSpec = setting(default_factory=SshSpec, doc="SSH defaults for every node.")
-    nodes: tuple[NodeSpec, ...] = setting((), doc="The servers (mode kubeadm).")
+    ssh: SshSpec = setting(default_factory=SshSpec, doc="SSH defaults for every node.", modes=("kubeadm",))
+    nodes: tuple[NodeSpec, ...] = setting((), doc="The servers (mode kubeadm).", modes=("kubeadm",))
     kubelet: KubeletSpec = setting(default_factory=KubeletSpec, doc="Kubelet tuning for ML images.")
     gpu_operator: GpuOperatorSpec = setting(default_factory=GpuOperatorSpec, doc="NVIDIA GPU Operator.")
     kueue: KueueSpec = setting(default_factory=KueueSpec, doc="Kueue queues and quotas.")
@@ -250,11 +259,17 @@ class Spec:
     )
     workloads: WorkloadsSpec = setting(default_factory=WorkloadsSpec, doc="The seeds' workloads (YOLO, training).")
     upgrade: UpgradeSpec = setting(
-        default_factory=UpgradeSpec, doc="How a changed kubernetesVersion drains nodes (docs/cluster-care.md)."
+        default_factory=UpgradeSpec,
+        doc="How a changed kubernetesVersion drains nodes (docs/cluster-care.md).",
+        modes=("kubeadm",),
     )
-    etcd_snapshots: EtcdSnapshotSpec = setting(default_factory=EtcdSnapshotSpec, doc="Scheduled etcd snapshots.")
+    etcd_snapshots: EtcdSnapshotSpec = setting(
+        default_factory=EtcdSnapshotSpec, doc="Scheduled etcd snapshots.", modes=("kubeadm",)
+    )
     certificates: CertificatesSpec = setting(
-        default_factory=CertificatesSpec, doc="kubeadm certificate expiry: days left, renewal (docs/cluster-care.md)."
+        default_factory=CertificatesSpec,
+        doc="kubeadm certificate expiry: days left, renewal (docs/cluster-care.md).",
+        modes=("kubeadm",),
     )
     monitoring: MonitoringSpec = setting(
         default_factory=MonitoringSpec, doc="Metrics, dashboards, alerts, custom-metric HPAs, GPU fault handling."
@@ -273,8 +288,6 @@ class Spec:
             return
         if self.cluster.mode == "kubeadm":
             self._validate_kubeadm(problems)
-        elif self.nodes:
-            problems.error("nodes", "must be empty when cluster.mode is existing (no SSH, no kubeadm)")
         validate_gpu(self, problems)
         if self.images.spegel.enabled:
             self._validate_spegel(problems)
@@ -294,6 +307,23 @@ class Spec:
             check_inventory(self, problems)
         validate_training(self, problems)
         validate_monitoring(self, problems)
+
+    def _validate_etcd_quorum(self, problems: Problems) -> None:
+        """Each control plane is an etcd member (kubeadm's stacked etcd). A gone member is removed from a healthy
+        one before its Node goes, and etcd changes its membership only with a quorum of started members: with
+        more gone than the quorum allows, no removal can succeed and the cluster already stands still."""
+        members = len(self.control_planes)
+        gone = [self.nodes.index(n) for n in self.control_planes if n.gone]
+        quorum = members // 2 + 1
+        if gone and members - len(gone) < quorum:
+            names = ", ".join(f"nodes[{i}]" for i in gone)
+            problems.error(
+                f"nodes[{gone[-1]}].gone",
+                f"leaves {members - len(gone)} of {members} etcd members ({names} gone), below etcd's quorum of"
+                f" {quorum}: no member can be removed and the API server cannot write. Restore from a snapshot"
+                " instead (docs/cluster-care.md, Restoring a snapshot), or mark at most"
+                f" {members - quorum} control plane(s) gone",
+            )
 
     def _validate_spegel(self, problems: Problems) -> None:
         # One Spegel DaemonSet reads one content path: every node's containerd root must be the same.
@@ -370,6 +400,7 @@ class Spec:
                 f"nodes[{index}].gone",
                 "cannot be set on the first control plane: every other node's removal runs through it",
             )
+        self._validate_etcd_quorum(problems)
         seen_names: dict[str, int] = {}
         seen_hosts: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
