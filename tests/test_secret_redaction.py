@@ -25,6 +25,7 @@ CANARIES = {
         "MIIEowIBAAKCAQEAu1SU1",
     ),
     "url with user and password": ("https://admin:Hunter2Secret@mimir.example.internal/api/v1/push", "Hunter2Secret"),
+    "userinfo without a scheme": ("admin:Hunter2Secret@nfs.example.internal", "Hunter2Secret"),
     "url with a token as user": ("https://ghp_x7Rk9wQ2mN4v@mirror.example.internal", "ghp_x7Rk9wQ2mN4v"),
     "kubeconfig user token": ("users:\n- name: admin\n  user:\n    token: kvS8u2LbQxNw0pRz", "kvS8u2LbQxNw0pRz"),
     "bearer header": ("Bearer 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "9f8e7d6c5b4a39281706"),

@@ -14,6 +14,8 @@ import re
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(?:-----END [A-Z0-9 ]+-----|(?=[\"'])|$)", re.DOTALL)
 # user[:password]@ after a scheme.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"'?#]+@")
+# user:password@ with no scheme (pasted into a host field: an NFS server, an endpoint without https://).
+_BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])[^\s@\"':/\[\]]+:[^\s@\"'/]+@(?=[A-Za-z0-9\[])")
 # Authorization header values.
 _AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}")
 # key: value / key=value pairs whose key names a credential (kubeconfig users, env files, connection strings);
@@ -41,6 +43,7 @@ def redacted(text: str) -> str:
     """`text` with every credential-shaped part replaced by the name of its shape."""
     text = _PEM.sub("[key or certificate block]", text)
     text = _USERINFO.sub(r"\1[credentials]@", text)
+    text = _BARE_USERINFO.sub("[credentials]@", text)
     text = _AUTH_SCHEME.sub(r"\1 [secret]", text)
     text = _NAMED.sub(r"\1\2[secret]", text)
     text = _JWT.sub("[token]", text)

@@ -206,7 +206,8 @@ class NodeSpec:
     gone: bool = setting(
         False,
         doc="The host is gone for good: set it, `pulumi up`, then remove the node. Its removal then opens no SSH"
-        " session to it (no kubeadm reset) and deletes its Node without a drain.",
+        " session to it (no kubeadm reset) and deletes its Node without a drain; a control plane's etcd member"
+        " is removed first, through the first control plane's etcd.",
     )
 
     @property

@@ -200,6 +200,7 @@ def drain_on_removal_step(node: NodeSpec) -> NodeStep:
         "DRAIN_TIMEOUT": DRAIN_TIMEOUT,
         "NOT_READY_DRAIN_TIMEOUT": NOT_READY_DRAIN_TIMEOUT,
         "GONE": str(node.gone).lower(),
+        "CONTROL_PLANE": str(node.is_control_plane).lower(),
     }
     return NodeStep(
         name="drain-on-removal",

@@ -9,14 +9,10 @@ if [ -n "$TARGET_VERSION" ] && [ "$current" = "$TARGET_VERSION" ]; then
   ok "cluster at $TARGET_VERSION: no $SNAPSHOT_REASON snapshot needed"
   exit 0
 fi
-etcd=$(crictl ps --name '^etcd$' --state running -q | head -n 1)
-[ -n "$etcd" ] || die "no running etcd container on this node"
+etcd=$(etcd_container)
 # /var/lib/etcd is the etcd pod's hostPath: a snapshot written there inside the container lands on the node.
 name="etcd-$SNAPSHOT_REASON-$(date -u +%Y%m%dT%H%M%SZ)-v$current.db"
-pki=/etc/kubernetes/pki/etcd
-run_long crictl exec "$etcd" etcdctl --endpoints=https://127.0.0.1:2379 --cacert="$pki/ca.crt" \
-  --cert="$pki/healthcheck-client.crt" --key="$pki/healthcheck-client.key" \
-  snapshot save "/var/lib/etcd/$name" >/dev/null
+etcd_ctl snapshot save "/var/lib/etcd/$name" >/dev/null
 # etcdutl (in the same image) reads the file back: hash, revision, keys, size.
 status=$(crictl exec "$etcd" etcdutl snapshot status "/var/lib/etcd/$name" -w simple) ||
   die "snapshot /var/lib/etcd/$name does not verify"

@@ -231,3 +231,21 @@ run_logged() {
     die "$* failed (full log on the node: $log)"
   fi
 }
+
+# The etcd container of this control plane's kube-system static pod: scoped to that pod, so a user's container
+# that happens to be called etcd (a Milvus or APISIX etcd on an untainted control plane) is never picked.
+etcd_container() {
+  local found
+  found=$(crictl ps --name '^etcd$' --label io.kubernetes.pod.namespace=kube-system --state running -q) ||
+    die "crictl ps failed: cannot look for this control plane's etcd container"
+  [ -n "$found" ] || die "no running etcd container of the kube-system etcd pod on this node"
+  printf '%s\n' "${found%%$'\n'*}"
+}
+
+# etcdctl inside this node's etcd pod, talking to its own member with the healthcheck client certificate.
+etcd_ctl() {
+  local container pki=/etc/kubernetes/pki/etcd
+  container=$(etcd_container)
+  run_long crictl exec "$container" etcdctl --endpoints=https://127.0.0.1:2379 --cacert="$pki/ca.crt" \
+    --cert="$pki/healthcheck-client.crt" --key="$pki/healthcheck-client.key" "$@"
+}

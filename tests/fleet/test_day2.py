@@ -216,3 +216,49 @@ def test_a_worker_whose_sshd_is_gone_is_removed_and_a_not_ready_one_drains_bound
     assert "did not drain within 1m" in (drain.stdout or ""), drain.stdout
     assert sessions_per_step(hosts["w-1"])["kubeadm-join-delete"] == 1
     assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1"]
+
+
+def test_a_gone_control_plane_leaves_etcd_from_a_healthy_member_before_its_node_goes(fleet, fleet_engine) -> None:
+    """cp-3's host is lost: it cannot run its `kubeadm reset` (which is what removes a member), so the removal
+    takes its member out through cp-1's etcd, then deletes its Node. etcd's membership then counts 2, and the
+    next loss would be survivable again; left at 3 with one dead, a second loss would have stopped the cluster."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("cp-2"), HostSpec("cp-3"))
+    planes = [hosts[n].node("control-plane") for n in ("cp-1", "cp-2", "cp-3")]
+    endpoint = {"controlPlaneEndpoint": "k8s-api.fleet.test:6443"}
+    values, secret = hosts.stack_values(planes, cluster=endpoint)
+    fleet_engine.up(values, secret).raise_error()
+    assert sorted(hosts.clusters()[0]["etcdMembers"]) == ["cp-1", "cp-2", "cp-3"]
+
+    hosts["cp-3"].vanish()
+    with hosts.cluster_lock() as cluster:
+        cluster["etcdMembers"]["cp-3"]["started"] = False  # its etcd went with the host
+        cluster["nodes"]["cp-3"]["ready"] = False
+    gone_id = hosts.clusters()[0]["etcdMembers"]["cp-3"]["id"]
+    marked, secret = hosts.stack_values([*planes[:2], {**planes[2], "gone": True}], cluster=endpoint)
+    fleet_engine.up(marked, secret).raise_error()
+    values, secret = hosts.stack_values(planes[:2], cluster=endpoint)
+    calls_before = len(hosts["cp-1"].calls())
+    removed = fleet_engine.up(values, secret)
+    removed.raise_error()
+
+    drain = removed.step("cp-3-drain-on-removal", "delete")
+    assert f"changed: etcd member cp-3 ({gone_id}) removed" in (drain.stdout or ""), drain.stdout
+    log = [(c["tool"], " ".join(c["argv"])) for c in hosts["cp-1"].calls()[calls_before:]]
+    print("\nremoval of gone cp-3, stub calls on cp-1:")
+    for tool, argv in log:
+        print(f"  {tool} {argv}")
+    removal = next(i for i, (_, argv) in enumerate(log) if "member remove" in argv)
+    deletion = next(i for i, (tool, argv) in enumerate(log) if tool == "kubectl" and argv.startswith("delete node"))
+    assert removal < deletion, log
+    assert any("--label io.kubernetes.pod.namespace=kube-system" in argv for _, argv in log[:removal])
+    assert sorted(hosts.clusters()[0]["etcdMembers"]) == ["cp-1", "cp-2"]
+    assert sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "cp-2"]
+    assert "cp-3-kubeadm-join" in removed.deleted
+    assert not [c for c in hosts["cp-3"].calls("kubeadm") if c["argv"][:1] == ["reset"]], "a gone host was reset"
+
+    # A second `up` finds nothing to do; removing a live control plane the ordinary way still goes through its
+    # own `kubeadm reset`, which takes its member out.
+    assert fleet_engine.up(values, secret).steps == []
+    values, secret = hosts.stack_values(planes[:1], cluster=endpoint)
+    fleet_engine.up(values, secret).raise_error()
+    assert sorted(hosts.clusters()[0]["etcdMembers"]) == ["cp-1"]

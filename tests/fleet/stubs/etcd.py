@@ -1,5 +1,10 @@
 """crictl (cri-tools, installed with kubeadm): `ps` finds the etcd static pod's container, `exec` runs etcdctl
-`snapshot save` and etcdutl `snapshot status` in it.
+(`snapshot save`, `member list`, `member remove`) and etcdutl `snapshot status` in it.
+
+Membership is the cluster's `etcdMembers` (kubeadm's stub adds a member at init and at a control plane's join, and
+its `reset` removes the node's own, as kubeadm's remove-etcd-member phase does). `member remove` refuses what etcd
+refuses: without a quorum of started members the request times out, and a removal that would leave fewer started
+members than the remaining cluster's quorum fails (etcdserver's "not enough started members").
 
 A snapshot is a file holding the cluster's state (the fleet "API server" directory) at that moment, so a restore
 test can tell which state it brought back; `status` refuses anything that is not such a file.
@@ -24,15 +29,45 @@ def _endpoint() -> str:
     return str(config["clusters"][0]["cluster"]["server"]).removeprefix("https://")
 
 
+TIMED_OUT = '{"level":"warn","msg":"retrying of unary invoker failed","error":"context deadline exceeded"}\n'
+
+
+def _members(host: Host, argv: list[str], words: list[str]) -> int:
+    with host.cluster(_endpoint()) as cluster:
+        members = cluster.setdefault("etcdMembers", {})
+        started = [n for n, m in members.items() if m.get("started", True)]
+        if len(started) < len(members) // 2 + 1:
+            raise fail(TIMED_OUT + "Error: context deadline exceeded")
+        if words[1] == "list":
+            if "simple" not in argv:
+                raise fail("etcdctl: the stub writes member list -w simple only")
+            for name, member in sorted(members.items()):
+                state = "started" if member.get("started", True) else "unstarted"
+                print(f"{member['id']}, {state}, {name}, https://{name}:2380, https://{name}:2379, false")
+            return 0
+        if words[1] != "remove" or len(words) != 3:
+            raise fail(f"etcdctl: the stub does not know member {' '.join(words[1:])}")
+        named = [n for n, m in members.items() if m["id"] == words[2]]
+        if not named:
+            raise fail(f"Error: etcdserver: member not found (member {words[2]})")
+        rest = len(members) - 1
+        if len([n for n in started if n != named[0]]) < rest // 2 + 1:
+            raise fail("Error: etcdserver: re-configuration failed due to not enough started members")
+        del members[named[0]]
+    print(f"Member {words[2]} removed from cluster {sha256(_endpoint())[:16]}")
+    return 0
+
+
 def _etcdctl(host: Host, argv: list[str]) -> int:
-    words = [a for a in argv if not a.startswith("-")]
-    if words[:2] != ["snapshot", "save"] or len(words) != 3:
-        raise fail(f"etcdctl: the stub supports snapshot save only, not {' '.join(argv)}")
+    words = [a for a in argv if not a.startswith("-") and a not in ("simple", "json", "table")]
     if not all(any(a.startswith(flag) for a in argv) for flag in TLS_FLAGS):
         raise fail(
-            '{"level":"warn","msg":"retrying of unary invoker failed","error":"context deadline exceeded"}\n'
-            "Error: context deadline exceeded (etcd requires client certificates: --cacert, --cert, --key)"
+            TIMED_OUT + "Error: context deadline exceeded (etcd requires client certificates: --cacert, --cert, --key)"
         )
+    if words[:1] == ["member"] and len(words) > 1:
+        return _members(host, argv, words)
+    if words[:2] != ["snapshot", "save"] or len(words) != 3:
+        raise fail(f"etcdctl: the stub supports snapshot save and member list/remove only, not {' '.join(argv)}")
     with host.cluster(_endpoint()) as cluster:
         content = json.dumps({"etcdSnapshot": True, "taken": time.time(), "cluster": cluster}, sort_keys=True)
     path = Path(words[2])
@@ -61,6 +96,10 @@ def _etcdutl(argv: list[str]) -> int:
 def crictl(host: Host, argv: list[str]) -> int:
     if argv[:1] == ["ps"]:
         name = (argv[argv.index("--name") + 1] if "--name" in argv else "").strip("^$")
+        # Static pods' containers carry their pod's namespace as a label; the stub has only kube-system's.
+        labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
+        if any(label != "io.kubernetes.pod.namespace=kube-system" for label in labels):
+            return 0
         # A static pod runs while the kubelet finds its manifest (the certificates step parks them to restart).
         if name and (ETCD_MANIFEST.parent / f"{name}.yaml").exists():
             print(CONTAINER if name == "etcd" else sha256(name)[:12])

@@ -375,6 +375,7 @@ def init(host: Host, argv: list[str]) -> int:
         )
         _kubelet_too_new(host, cluster)
         cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host, version)
+        cluster["etcdMembers"] = {name: {"id": secrets.token_hex(8), "started": True}}
         record_versions(cluster, f"kubeadm init {name}")
         upload = "--upload-certs" in argv
         if upload:
@@ -487,6 +488,8 @@ def join(host: Host, argv: list[str]) -> int:
         _kubelet_too_new(host, cluster)
         node = _node(registration, control_plane, host, cluster["version"])
         cluster["nodes"][name] = node
+        if control_plane:
+            cluster.setdefault("etcdMembers", {})[name] = {"id": secrets.token_hex(8), "started": True}
         record_versions(cluster, f"kubeadm join {name}")
         version = cluster["version"]
         admin = _admin_kubeconfig(host, cluster, endpoint) if control_plane else ""
@@ -544,6 +547,12 @@ def token_delete(host: Host, argv: list[str]) -> int:
 def reset(host: Host, argv: list[str]) -> int:
     if "-f" not in argv and "--force" not in argv:
         raise fail("[reset] Are you sure you want to proceed? [y/N]: aborted (no terminal)")
+    if Path("/etc/kubernetes/manifests/etcd.yaml").exists() and ADMIN_CONF.exists() and KUBELET_CONF.exists():
+        # The remove-etcd-member phase: a stacked control plane leaves etcd's member list.
+        endpoint, name = _admin_endpoint(), _kubelet_identity()[1]
+        with host.cluster(endpoint) as cluster:
+            cluster.get("etcdMembers", {}).pop(name, None)
+        print(f"[reset] Removing member {name} from the etcd cluster")
     for path in ("/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf", "/etc/kubernetes/kubelet.conf"):
         Path(path).unlink(missing_ok=True)
     for directory in ("/etc/kubernetes/manifests", "/etc/kubernetes/pki", "/var/lib/kubelet", "/var/lib/etcd"):
