@@ -16,7 +16,13 @@ expiration() { run_long kubeadm certs check-expiration -o json; }
 # The earliest expirationDate kubeadm printed (RFC 3339 in UTC, so they sort as text).
 earliest() { grep -o '"expirationDate": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/' | sort | head -n 1; }
 
-running() { [ -n "$(crictl ps --name "^$1\$" -q)" ]; }
+# A kube-system static pod's container (a user's container of the same name on this node is not it).
+running() {
+  local found
+  found=$(crictl ps --name "^$1\$" --label io.kubernetes.pod.namespace=kube-system -q) ||
+    die "crictl ps failed: cannot tell whether $1 runs"
+  [ -n "$found" ]
+}
 
 api_ready() { kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /readyz >/dev/null 2>&1; }
 

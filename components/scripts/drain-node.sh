@@ -20,7 +20,8 @@ remove_etcd_member() {
     die "etcd refused to remove member $1 ($id): see its message above (a quorum of started members is needed)"
   changed "etcd member $1 ($id) removed"
 }
-if ! kubectl get node "$NODE_NAME" >/dev/null 2>&1; then
+found=$(kubectl get node "$NODE_NAME" --ignore-not-found -o name) || die "cannot read node $NODE_NAME from the API"
+if [ -z "$found" ]; then
   ok "node $NODE_NAME not in the cluster"
   exit 0
 fi

@@ -51,7 +51,9 @@ stopped=$manifests.stopped-by-etcd-restore
 manifest=$manifests/etcd.yaml
 if [ "$start" = true ]; then
   [ -z "$snapshot" ] || die "--start takes no --snapshot: it starts what an earlier pass restored"
-  [ -n "$(ls -A "$stopped" 2>/dev/null)" ] || die "nothing to start: $stopped holds no manifests"
+  parked=""
+  if [ -d "$stopped" ]; then parked=$(ls -A "$stopped"); fi
+  [ -n "$parked" ] || die "nothing to start: $stopped holds no manifests"
   mv "$stopped"/*.yaml "$manifests"/
   rmdir "$stopped"
   changed "static pods starting: manifests back in $manifests"
@@ -62,7 +64,9 @@ fi
 [ -n "$snapshot" ] || die "no snapshot given (--snapshot FILE): nothing was changed; $usage"
 [ -f "$snapshot" ] || die "$snapshot: no such file: nothing was changed"
 [ -n "$initial_cluster" ] || die "--initial-cluster NAME=https://IP:2380,... (every control plane) is needed"
-if [ -n "$(ls -A "$stopped" 2>/dev/null)" ]; then
+parked=""
+if [ -d "$stopped" ]; then parked=$(ls -A "$stopped"); fi
+if [ -n "$parked" ]; then
   die "this member is already restored and stopped ($stopped): run --start once every control plane is"
 fi
 [ -f "$manifest" ] || die "$manifest not found: this is not a control plane with stacked etcd"
@@ -110,7 +114,11 @@ running() {
   if (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null; then
     return 0
   fi
-  command -v crictl >/dev/null && [ -n "$(crictl ps --name '^etcd$' --state running -q 2>/dev/null)" ]
+  command -v crictl >/dev/null || return 1
+  local found
+  found=$(crictl ps --name '^etcd$' --label io.kubernetes.pod.namespace=kube-system --state running -q) ||
+    die "crictl ps failed: cannot tell whether etcd has stopped"
+  [ -n "$found" ]
 }
 mkdir -p "$stopped"
 mv "$manifests"/*.yaml "$stopped"/

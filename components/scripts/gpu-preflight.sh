@@ -56,6 +56,7 @@ gpu_names=()
 other_nvidia=0
 if command -v lspci >/dev/null 2>&1; then
   pci_source=lspci
+  pci_lines=$(lspci -nn -d 10de:) || die "lspci failed: cannot list the NVIDIA PCI devices"
   # "17:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] [10de:2335] (rev a1)"
   while IFS= read -r line; do
     [ -n "$line" ] || continue
@@ -64,13 +65,14 @@ if command -v lspci >/dev/null 2>&1; then
     else
       other_nvidia=$((other_nvidia + 1))
     fi
-  done < <(lspci -nn -d 10de: 2>/dev/null || true)
+  done <<<"$pci_lines"
 elif [ -d "$root/sys/bus/pci/devices" ]; then
   # No pciutils: sysfs has vendor and class, not names.
   pci_source=sysfs
   for dev in "$root"/sys/bus/pci/devices/*; do
     if [ ! -r "$dev/vendor" ] || [ ! -r "$dev/class" ]; then continue; fi
-    [ "$(cat "$dev/vendor")" = 0x10de ] || continue
+    vendor=$(cat "$dev/vendor")
+    [ "$vendor" = 0x10de ] || continue
     case $(cat "$dev/class") in
       0x03*) gpu_names+=("NVIDIA device $(cat "$dev/device") at ${dev##*/}") ;;
       *) other_nvidia=$((other_nvidia + 1)) ;;
@@ -90,8 +92,11 @@ fi
 
 # --- nouveau ---------------------------------------------------------------------------------------------
 nouveau_loaded=false
-if [ -d "$root/sys/module/nouveau" ] || { [ -z "$root" ] && command -v lsmod >/dev/null 2>&1 && lsmod 2>/dev/null | grep -q '^nouveau '; }; then
+if [ -d "$root/sys/module/nouveau" ]; then
   nouveau_loaded=true
+elif [ -z "$root" ] && command -v lsmod >/dev/null 2>&1; then
+  modules=$(lsmod) || die "lsmod failed: cannot tell whether nouveau is loaded"
+  if grep -q '^nouveau ' <<<"$modules"; then nouveau_loaded=true; fi
 fi
 nouveau_blacklisted=false
 for dir in "$root"/etc/modprobe.d "$root"/run/modprobe.d "$root"/usr/lib/modprobe.d "$root"/lib/modprobe.d; do
@@ -161,7 +166,8 @@ if [ -d "$root/lib/modules/$kernel/build" ]; then
 elif [ -z "$root" ] && declare -F detect_os >/dev/null && (detect_os) >/dev/null 2>&1 && declare -F kernel_headers_package >/dev/null; then
   detect_os
   headers_package=$(kernel_headers_package "$kernel")
-  if [ -n "$(pkg_version "$headers_package")" ]; then
+  headers_version=$(pkg_version "$headers_package")
+  if [ -n "$headers_version" ]; then
     kernel_headers=true
     headers_source="package $headers_package"
   fi

@@ -7,7 +7,9 @@ set -euo pipefail
 
 if [ -n "$IMAGE_DISK_PATH" ]; then
   [ -d "$IMAGE_DISK_PATH" ] || die "image directory $IMAGE_DISK_PATH does not exist (mount the disk there first)"
-  if [ "$(stat -c %d "$IMAGE_DISK_PATH")" = "$(stat -c %d /)" ]; then
+  image_fs=$(stat -c %d "$IMAGE_DISK_PATH")
+  root_fs=$(stat -c %d /)
+  if [ "$image_fs" = "$root_fs" ]; then
     printf 'warning: %s is on the same filesystem as /: images will fill the OS disk\n' "$IMAGE_DISK_PATH" >&2
   fi
   ok "image directory $IMAGE_DISK_PATH"
@@ -27,7 +29,9 @@ elsewhere=$(findmnt -rn -S "$device" -o TARGET 2>/dev/null | grep -vxF "$mount_p
 [ -z "$elsewhere" ] || die "$device is mounted on $elsewhere: it is not a spare disk for images"
 
 # blkid exits 2 when it finds nothing: the only case in which the device is formatted.
-probe=$(blkid -p -o export "$device" || true)
+probe_status=0
+probe=$(blkid -p -o export "$device") || probe_status=$?
+[ "$probe_status" -eq 0 ] || [ "$probe_status" -eq 2 ] || die "blkid -p $device failed ($probe_status)"
 fs_type=$(sed -n 's/^TYPE=//p' <<<"$probe")
 if [ -n "$fs_type" ]; then
   ok "$device already has a $fs_type filesystem (not formatted)"
@@ -50,7 +54,8 @@ uuid=$(blkid -o value -s UUID "$device")
 
 # nofail: a missing disk must not stop the host from booting; containerd requires the mount instead (below).
 fstab_line="UUID=$uuid $mount_point $(blkid -o value -s TYPE "$device") defaults,nofail 0 2"
-fstab=$(awk -v mp="$mount_point" '$2 != mp' /etc/fstab 2>/dev/null || true)
+fstab=""
+if [ -f /etc/fstab ]; then fstab=$(awk -v mp="$mount_point" '$2 != mp' /etc/fstab); fi
 if write_if_changed /etc/fstab "${fstab:+$fstab
 }$fstab_line"; then
   changed "/etc/fstab mounts UUID=$uuid on $mount_point"
@@ -71,7 +76,8 @@ if mountpoint -q "$mount_point"; then
   ok "$mount_point mounted"
 else
   mkdir -p "$mount_point"
-  if [ -n "$(ls -A "$mount_point")" ]; then
+  held=$(ls -A "$mount_point")
+  if [ -n "$held" ]; then
     die "$mount_point already holds data that mounting $device would hide: stop containerd and move it first"
   fi
   mount "$mount_point"

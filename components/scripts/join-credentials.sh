@@ -12,7 +12,9 @@ read -r -a nodes <<<"$FOR_NODES"
 # ok), so a re-run leaves no fresh token behind.
 missing=() with_key=false
 for node in "${nodes[@]}"; do
-  if ! KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$node" >/dev/null 2>&1; then
+  found=$(KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$node" --ignore-not-found -o name) ||
+    die "cannot read node $node from the API"
+  if [ -z "$found" ]; then
     missing+=("$node")
     case " $CONTROL_PLANES " in *" $node "*) with_key=true ;; esac
   fi

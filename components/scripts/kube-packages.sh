@@ -22,8 +22,9 @@ at_version() {
 install_or_leave_to_upgrade() {
   if at_version; then
     ok "kubeadm kubelet kubectl at $K8S_VERSION"
-  elif [ -f /etc/kubernetes/kubelet.conf ] && [ -n "$(kube_package_version kubelet)" ]; then
-    ok "kubelet at $(kube_package_version kubelet) in the cluster: the upgrade steps move it to $K8S_VERSION"
+  elif [ -f /etc/kubernetes/kubelet.conf ] && kubelet_version=$(kube_package_version kubelet) &&
+    [ -n "$kubelet_version" ]; then
+    ok "kubelet at $kubelet_version in the cluster: the upgrade steps move it to $K8S_VERSION"
     # Every node's preparation runs before the upgrade's first step: a family without the packages stops it here.
     kube_packages_offered "$K8S_VERSION" "$NODE_NAME"
   else

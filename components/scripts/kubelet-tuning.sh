@@ -96,7 +96,8 @@ extra_args_line() {
 
 env_file=$(kubelet_env_file)
 # systemd's EnvironmentFile takes the last assignment: that is the line in effect, and the one rewritten.
-current_line=$(grep '^KUBELET_EXTRA_ARGS=' "$env_file" 2>/dev/null | tail -n 1 || true)
+current_line=""
+if [ -f "$env_file" ]; then current_line=$(lines_matching '^KUBELET_EXTRA_ARGS=' "$env_file" | tail -n 1); fi
 new_line=$(extra_args_line "$current_line")
 if [ -f "$env_file" ] && [ -n "$current_line" ]; then
   content=$(NEW_LINE=$new_line awk '/^KUBELET_EXTRA_ARGS=/ { if (!done) print ENVIRON["NEW_LINE"]; done = 1; next } { print }' "$env_file")

@@ -5,6 +5,9 @@
 ok() { printf 'ok: %s\n' "$*"; }
 changed() { printf 'changed: %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# A command that fails inside $(…) fails the command substitution's caller too (bash leaves errexit off there by
+# default): a failed check must stop the step, never read as an empty answer.
+shopt -s inherit_errexit
 
 # Long operations never hang a `pulumi up`: every one runs under a deadline.
 MLCLUSTER_LONG_TIMEOUT=${MLCLUSTER_LONG_TIMEOUT:-900}
@@ -26,20 +29,24 @@ detect_os() {
   esac
 }
 
+# grep's lines, where "no line matches" (1) is an answer and only 2 (unreadable file, bad pattern) a failure.
+lines_matching() { grep "$@" || [ $? -eq 1 ]; }
+
 # Writes $2 to $1 (mode $3) only when the content differs; returns 0 when it changed the file.
 write_if_changed() {
   local path=$1 content mode=${3:-0644}
   # Command substitution drops trailing newlines on both sides, so the comparison is stable.
   content=$(printf '%s' "$2")
-  if [ -f "$path" ] && [ "$(cat "$path")" = "$content" ]; then
-    return 1
+  if [ -f "$path" ]; then
+    local current
+    current=$(cat "$path") || die "cannot read $path"
+    [ "$current" != "$content" ] || return 1
   fi
-  mkdir -p "$(dirname "$path")"
+  # Called as `if write_if_changed …` or `… || true`, where errexit is off: every failure stops the step here.
   local tmp
-  tmp=$(mktemp "$path.XXXXXX")
-  printf '%s\n' "$content" >"$tmp"
-  chmod "$mode" "$tmp"
-  mv -f "$tmp" "$path"
+  mkdir -p "$(dirname "$path")" || die "cannot create $(dirname "$path")"
+  tmp=$(mktemp "$path.XXXXXX") || die "cannot write next to $path"
+  { printf '%s\n' "$content" >"$tmp" && chmod "$mode" "$tmp" && mv -f "$tmp" "$path"; } || die "cannot write $path"
   return 0
 }
 
@@ -66,9 +73,22 @@ pkg_install() {
 
 # Prints the installed version of a package, or nothing.
 pkg_version() {
+  local out status=0
   case $OS_FAMILY in
-    deb) dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true ;;
-    rpm) rpm -q --qf '%{VERSION}' "$1" 2>/dev/null | grep -v 'not installed' || true ;;
+    deb)
+      # dpkg-query: 1 is "no such package" (the answer: nothing), 2 a database it could not read (a failure).
+      out=$(dpkg-query -W -f='${Version}' "$1" 2>&1) || status=$?
+      if [ "$status" -eq 0 ]; then printf '%s' "$out"; elif [ "$status" -ne 1 ]; then
+        die "dpkg-query failed ($status) for $1: $out"
+      fi
+      ;;
+    rpm)
+      # rpm -q: 1 with "package … is not installed" is the answer; 1 for anything else is a failure.
+      out=$(rpm -q --qf '%{VERSION}' "$1" 2>&1) || status=$?
+      if [ "$status" -eq 0 ]; then printf '%s' "$out"; elif [[ $out != *"is not installed"* ]]; then
+        die "rpm -q failed ($status) for $1: $out"
+      fi
+      ;;
   esac
 }
 
@@ -108,13 +128,22 @@ CALICO_PORTS="179/tcp 4789/udp 5473/tcp"
 
 # Which host firewall is filtering: firewalld (RHEL-family default), ufw (Ubuntu), or none.
 firewall_in_use() {
-  if [ "$(firewall-cmd --state 2>/dev/null || true)" = running ]; then
-    printf firewalld
-  elif ufw status 2>/dev/null | grep -qx 'Status: active'; then
-    printf ufw
-  else
-    printf none
-  fi
+  local state status=0
+  state=$(firewall-cmd --state 2>&1) || status=$?
+  # firewall-cmd --state: 0 running, 252 not running, 127 not installed; anything else is a failure to ask.
+  case $status in
+    0) printf firewalld && return ;;
+    252 | 127) ;;
+    *) die "firewall-cmd --state failed ($status): $state" ;;
+  esac
+  status=0
+  state=$(ufw status 2>&1) || status=$?
+  case $status in
+    0) if grep -qx 'Status: active' <<<"$state"; then printf ufw && return; fi ;;
+    127) ;;
+    *) die "ufw status failed ($status): $state" ;;
+  esac
+  printf none
 }
 
 # Opens each PORT/PROTO (a range as FIRST-LAST) in the active firewall, permanently; a firewall that is

@@ -10,7 +10,8 @@ while IFS='=' read -r key value; do
   key=${key// /}
   value=${value// /}
   [ -n "$key" ] || continue
-  if [ "$(sysctl -n "$key" 2>/dev/null)" != "$value" ]; then
+  current=$(sysctl -n "$key") || die "sysctl cannot read $key"
+  if [ "$current" != "$value" ]; then
     stale=1
   fi
 done <<<"$SYSCTL_CONF"

@@ -10,7 +10,8 @@ if grep -q "kube-apiserver:v$TARGET_VERSION\$" /etc/kubernetes/manifests/kube-ap
   ok "$NODE_NAME: control plane at $TARGET_VERSION"
   exit 0
 fi
-if [ "$(kube_package_version kubeadm)" = "$TARGET_VERSION" ]; then
+kubeadm_version=$(kube_package_version kubeadm)
+if [ "$kubeadm_version" = "$TARGET_VERSION" ]; then
   ok "kubeadm at $TARGET_VERSION"
 else
   kube_packages_install "$TARGET_VERSION" kubeadm
@@ -18,7 +19,9 @@ else
   changed "kubeadm $TARGET_VERSION installed (held)"
 fi
 log=$UPGRADE_LOG_DIR/kubeadm-upgrade.log
-if [ "$FIRST_CONTROL_PLANE" = true ] && [ "$(kube_cluster_version)" != "$TARGET_VERSION" ]; then
+cluster_version=""
+if [ "$FIRST_CONTROL_PLANE" = true ]; then cluster_version=$(kube_cluster_version); fi
+if [ "$FIRST_CONTROL_PLANE" = true ] && [ "$cluster_version" != "$TARGET_VERSION" ]; then
   run_logged "$log" kubeadm upgrade apply "v$TARGET_VERSION" --yes
   changed "kubeadm upgrade apply v$TARGET_VERSION (log: $log)"
 else

@@ -22,7 +22,8 @@ for node in $NODES; do
     continue
   fi
   # Only what the upgrade cordoned is uncordoned after it: a node an operator cordoned stays cordoned.
-  if [ "$(kubectl get node "$node" -o jsonpath='{.spec.unschedulable}')" != true ]; then
+  unschedulable=$(kubectl get node "$node" -o jsonpath='{.spec.unschedulable}')
+  if [ "$unschedulable" != true ]; then
     : >"$CORDON_MARKERS/$node"
     kubectl cordon "$node" >/dev/null
     changed "$node cordoned"

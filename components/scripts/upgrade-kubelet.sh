@@ -4,12 +4,14 @@
 set -euo pipefail
 : "${TARGET_VERSION:?}" "${NODE_NAME:?}" "${CONTROL_PLANE:?}" "${UPGRADE_LOG_DIR:?}"
 detect_os
-if [ "$(kube_package_version kubelet)" = "$TARGET_VERSION" ]; then
+kubelet_version=$(kube_package_version kubelet)
+if [ "$kubelet_version" = "$TARGET_VERSION" ]; then
   ok "$NODE_NAME: kubelet at $TARGET_VERSION"
   exit 0
 fi
 if [ "$CONTROL_PLANE" != true ]; then
-  if [ "$(kube_package_version kubeadm)" != "$TARGET_VERSION" ]; then
+  kubeadm_version=$(kube_package_version kubeadm)
+  if [ "$kubeadm_version" != "$TARGET_VERSION" ]; then
     kube_packages_install "$TARGET_VERSION" kubeadm
     kube_packages_hold kubeadm
     changed "kubeadm $TARGET_VERSION installed (held)"

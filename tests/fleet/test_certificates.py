@@ -108,7 +108,10 @@ def test_twenty_days_left_renews_and_the_provider_gets_the_renewed_kubeconfig(fl
     assert len(renew) == 1 and calls[renew[0]].startswith("cp-1: ")
     # Read, renew, the static pods stopped and started again, the API ready, read again.
     assert "kubeadm certs check-expiration" in calls[renew[0] - 1]
-    assert any("crictl ps --name ^kube-apiserver$ -q" in c for c in calls[renew[0] :])
+    assert any(
+        "crictl ps --name ^kube-apiserver$ --label io.kubernetes.pod.namespace=kube-s" in c  # (cut at 80)
+        for c in calls[renew[0] :]
+    )
     assert any("kubectl get --raw /readyz" in c for c in calls[renew[0] :])
     assert "kubeadm certs check-expiration" in calls[-1]
     assert renewed.step("cp-1-admin-kubeconfig").started >= renewed.step("cp-1-certificates").ended

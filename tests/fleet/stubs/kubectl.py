@@ -119,10 +119,16 @@ def kubectl(host: Host, argv: list[str]) -> int:
     with host.cluster(endpoint) as cluster:
         nodes: dict[str, Any] = cluster["nodes"]
         missing = [n for n in names if n not in nodes]
-        if missing:
+        if missing and verb == "get" and "--ignore-not-found" in argv:
+            names = [n for n in names if n in nodes]
+            if not names:
+                return 0
+        elif missing:
             raise fail(f'Error from server (NotFound): nodes "{missing[0]}" not found')
         output = _option(argv, "-o", "--output") or ""
-        if verb == "get" and output.startswith("jsonpath="):
+        if verb == "get" and output == "name":
+            print("\n".join(f"node/{name}" for name in names or sorted(nodes)))
+        elif verb == "get" and output.startswith("jsonpath="):
             print(_jsonpath(nodes[names[0]], output.removeprefix("jsonpath=")), end="")
         elif verb == "get":
             if "--no-headers" not in argv:

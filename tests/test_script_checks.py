@@ -1,0 +1,119 @@
+"""A check that fails is never read as an answer (issue: every fault recoverable).
+
+`[ -n "$(swapon --show)" ]` is false when swapon fails, so the step said `ok: swap is off` and was recorded as done.
+The shapes that turn a failed command into an answer, linted over every node script:
+
+- a command substitution inside a `[ … ]`/`[[ … ]]` test: the test sees only the text, never the status;
+- a substitution whose status is thrown away (`$(cmd || true)`, `x=$(cmd) || true`, `$(cmd; true)`);
+- `|| true` after a command whose failure would otherwise stop the step;
+- a condition that silences a query's errors (`if ! kubectl get … >/dev/null 2>&1`), where "not found" and
+  "could not ask" read the same.
+
+What a script may do instead: assign first (`found=$(cmd) || die …`), then test the variable; or use a command
+whose exit status *is* the answer and which has no other failure worth stopping for — those are listed below,
+each with why, and a line outside the list fails this test.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "components" / "scripts"
+
+SUBSTITUTION_IN_TEST = re.compile(r"\[\[?[^\]]*\$\((?!\()")  # not $(( )), which is arithmetic
+# What cannot fail in a way worth stopping for, and so may stand in a test or a condition as it is.
+HARMLESS = re.compile(r"\$\(date \+%s\)|command -v \S+ >/dev/null(?: 2>&1)?|declare -F \S+ >/dev/null")
+STATUS_DROPPED = re.compile(r"\$\([^)]*\|\|\s*true|\)\s*\|\|\s*true|;\s*true\s*\)")
+OR_TRUE = re.compile(r"\|\|\s*true\b")
+SILENCED_CONDITION = re.compile(r"^\s*(?:if|elif|while|until)\s+!?\s*(?P<command>[^;]*?)(?:>/dev/null )?2>/dev/null|"
+                                r"^\s*(?:if|elif|while|until)\s+!?\s*(?P<command2>[^;]*?)>/dev/null 2>&1")  # fmt: skip
+
+TOLERATED: dict[tuple[str, str], str] = {
+    # (script, the line's text, stripped): why the failure is the answer, or harmless.
+    ("lib.sh", 'if ! firewall-cmd --permanent --query-port="$port" >/dev/null 2>&1; then'): (
+        "--query-port answers by status (1: not open); a firewalld that cannot answer was ruled out by --state"
+    ),
+    ("lib.sh", 'elif ! firewall-cmd --query-port="$port" >/dev/null 2>&1; then'): (
+        "--query-port answers by status (1: not open); a firewalld that cannot answer was ruled out by --state"
+    ),
+    ("kubeadm-join.sh", "IFS= read -r token || true"): "read is 1 at end of input; every value is checked after",
+    ("kubeadm-join.sh", "IFS= read -r ca_hash || true"): "read is 1 at end of input; every value is checked after",
+    ("kubeadm-join.sh", "IFS= read -r certificate_key || true"): (
+        "read is 1 at end of input (a worker gets no key); every value is checked after"
+    ),
+    (
+        "image-disk.sh",
+        'elsewhere=$(findmnt -rn -S "$device" -o TARGET 2>/dev/null | grep -vxF "$mount_point" || true)',
+    ): "findmnt is 1 for 'not mounted' and grep 1 for 'no other mount point': both are the answer 'nowhere else'",
+    ("containerd.sh", 'write_if_changed /etc/yum.repos.d/docker-ce.repo "$DOCKER_REPO_RPM" || true'): (
+        "write_if_changed returns 1 for 'unchanged' and stops the step itself on any failure"
+    ),
+    ("kubeadm-init.sh", 'write_if_changed "$config" "$KUBEADM_CONFIG" 0600 || true'): (
+        "write_if_changed returns 1 for 'unchanged' and stops the step itself on any failure"
+    ),
+    ("kubeadm-join.sh", 'write_if_changed "$file" "$config" 0600 || true'): (
+        "write_if_changed returns 1 for 'unchanged' and stops the step itself on any failure"
+    ),
+    ("etcd-restore.sh", 'if (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null; then'): (
+        "a refused connection is the answer 'etcd no longer listens'; the crictl check after it must answer too"
+    ),
+    (
+        "gpu-preflight.sh",
+        'elif [ -z "$root" ] && declare -F detect_os >/dev/null && (detect_os) >/dev/null 2>&1 &&'
+        " declare -F kernel_headers_package >/dev/null; then",
+    ): "an OS the family detection does not know reports headers as not found (a warning), never as present",
+}
+
+
+def _lines() -> list[tuple[str, int, str]]:
+    out = []
+    for script in sorted(SCRIPTS.glob("*.sh")):
+        for number, line in enumerate(script.read_text().splitlines(), 1):
+            if line.lstrip().startswith("#"):
+                continue
+            out.append((script.name, number, line))
+    return out
+
+
+def offences(lines: list[tuple[str, int, str]]) -> list[str]:
+    found = []
+    for script, number, line in lines:
+        text = line.strip()
+        if (script, text) in TOLERATED:
+            continue
+        text = HARMLESS.sub("", text)
+        if SUBSTITUTION_IN_TEST.search(text):
+            found.append(f"{script}:{number}: a command substitution inside a test loses its status: {text}")
+        elif STATUS_DROPPED.search(text) or OR_TRUE.search(text):
+            found.append(f"{script}:{number}: `|| true` makes a failed command an answer: {text}")
+        elif SILENCED_CONDITION.search(text):
+            found.append(f"{script}:{number}: a condition that silences a query's errors: {text}")
+    return found
+
+
+def test_no_node_script_reads_a_failed_check_as_an_answer() -> None:
+    assert offences(_lines()) == []
+
+
+def test_every_tolerated_line_still_exists() -> None:
+    present = {(script, line.strip()) for script, _, line in _lines()}
+    assert not sorted(set(TOLERATED) - present), "stale TOLERATED entries"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'if [ -n "$(swapon --show --noheadings 2>/dev/null)" ]; then',  # the issue's swap check
+        'running() { [ -n "$(crictl ps --name "^$1\\$" -q)" ]; }',
+        'probe=$(blkid -p -o export "$device" || true)',
+        'status=$(kubectl get node "$NODE_NAME" --no-headers) || true',
+        'if ! kubectl get node "$NODE_NAME" >/dev/null 2>&1; then',
+        'write_if_changed "$file" "$config" 0600 || true',
+    ],
+)
+def test_the_lint_catches_each_shape(line: str) -> None:
+    """The negative control: the old forms, the swap check's first of all, are caught."""
+    assert offences([("example.sh", 1, line)])
