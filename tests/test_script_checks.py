@@ -16,10 +16,19 @@ each with why, and a line outside the list fails this test.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from components.render.shell import lib_text
+
+from .fleet.hosts import STUBS
+from .fleet.stubs._stub import write_launcher
+from .node_sandbox import Node
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "components" / "scripts"
 
@@ -117,3 +126,35 @@ def test_every_tolerated_line_still_exists() -> None:
 def test_the_lint_catches_each_shape(line: str) -> None:
     """The negative control: the old forms, the swap check's first of all, are caught."""
     assert offences([("example.sh", 1, line)])
+
+
+OLD_SWAP_CHECK = 'if [ -n "$(swapon --show --noheadings 2>/dev/null)" ]; then'
+
+
+def _swap_step(node: Node, body: str) -> subprocess.CompletedProcess[str]:
+    for tool in ("swapon", "swapoff"):
+        write_launcher(node.root / "bin" / tool, sys.executable, STUBS, tool)
+    # The step as render_script sends it, with the body given here: the library, then the script.
+    return node.run(lib_text() + body)
+
+
+@pytest.mark.parametrize("form", ["current", "old"])
+def test_a_failing_swap_check_stops_the_step_and_the_old_form_read_it_as_off(tmp_path: Path, form: str) -> None:
+    """On a node (private mount namespace, the fleet's stubs) with swap on and `swapon --show` failing: the step
+    fails with swapon's message; the old form — the negative control — printed `ok: swap is off` and succeeded,
+    and kubeadm init then failed on swap on every later run."""
+    body = (SCRIPTS / "swap.sh").read_text()
+    if form == "old":
+        current = body.split("\n")[3:5]
+        assert current[0].startswith("active=$(swapon --show --noheadings)"), current
+        body = body.replace(current[0] + "\n" + current[1], OLD_SWAP_CHECK)
+    node = Node(tmp_path)
+    (node.root / "state/db.json").write_text(json.dumps({"units": [], "swap": True}))
+    node.settings(fail={"swapon --show": "swapon: /proc/swaps: open failed: Input/output error"})
+    result = _swap_step(node, body)
+    if form == "current":
+        assert result.returncode != 0, result.stdout
+        assert "swapon --show failed" in result.stderr and "ok: swap is off" not in result.stdout
+    else:
+        assert result.returncode == 0 and "ok: swap is off" in result.stdout, (result.stdout, result.stderr)
+    assert json.loads((node.root / "state/db.json").read_text())["swap"] is True  # swap still on either way
