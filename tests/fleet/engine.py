@@ -56,6 +56,7 @@ import gc
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -369,10 +370,24 @@ class SshRunner:
         )
 
 
+CONNECTION_LOST = re.compile(
+    r"^(Connection to \S+ closed by remote host\.|client_loop: .*|Connection reset by .*)$\n?", re.M
+)
+"""What OpenSSH's client prints when the connection ends under a running command (pulumi-command's Go client
+prints nothing of its own)."""
+
+
 def failure_text(
     resource: str, connection: Mapping[str, Any], command: str, result: Any, resource_type: str = COMMAND
 ) -> str:
     """What `pulumi up` prints for a failed remote.Command (or copy): pulumi-command's error behind the resource."""
+    if result.returncode == 255 and CONNECTION_LOST.search(result.stderr):
+        # The session's channel closed without an exit status (the host restarted or the connection dropped):
+        # x/crypto/ssh's ExitMissingError, as pulumi-command wraps the session's error.
+        return (
+            f"{COMMAND} ({resource}):\n    error: wait: remote command exited without exit status or exit signal:"
+            f" running {json.dumps(command)}:\n{result.stdout}{CONNECTION_LOST.sub('', result.stderr).rstrip()}"
+        )
     if (result.returncode == 255 and not result.stdout) or resource_type == COPY:
         # ssh itself failed (or the copy, which has no command): the Go client's error names the address it dialled.
         where = f"{connection['host']}:{int(connection.get('port') or 22)}"

@@ -105,9 +105,12 @@ class FleetHost:
         """Change stub behaviour from now on: latency=seconds, latencies={"<tool> <args>": seconds},
         fail={"<tool> <args>": "message"}, containerdVersion=, repoLacks=["kubelet-1.35.0", ...]."""
         path = self.state_dir / "settings.json"
-        current = json.loads(path.read_text())
-        current.update(settings)
-        path.write_text(json.dumps(current))
+        with open(self.state_dir / "settings.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # as the stubs take it to use up a one-time fault
+            current = json.loads(path.read_text())
+            current.update(settings)
+            path.with_suffix(".tmp").write_text(json.dumps(current))
+            path.with_suffix(".tmp").replace(path)  # stubs read it without the lock
 
     def run(self, command: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
         """A shell command inside the host's namespaces, as root (bypassing SSH): for test setup and checks."""
@@ -418,14 +421,94 @@ class Fleet:
         _sh("ip", "-n", netns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         _sh("ip", "-n", netns, "link", "set", "eth0", "up")
         _sh("ip", "-n", netns, "link", "set", "lo", "up")
-        boot = ["ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "private", "--", "bash"]
-        with open(host.dir / "boot.log", "wb") as boot_log:
+        self._power_on(host)
+
+    def _power_on(self, host: FleetHost) -> None:
+        """Start the host in its network namespace: a private mount namespace over its disk, then sshd."""
+        boot = ["ip", "netns", "exec", self.netns(host), "unshare", "--mount", "--propagation", "private", "--", "bash"]
+        with open(host.dir / "boot.log", "ab") as boot_log:
             host.process = subprocess.Popen(
                 [*boot, str(host.dir / "boot.sh")],
                 stdout=subprocess.DEVNULL,
                 stderr=boot_log,
                 start_new_session=True,
             )
+
+    def _power_off(self, host: FleetHost) -> None:
+        """Every process of the host dies at once (sshd, the sessions, what they run), as in a power cut."""
+        netns = self.netns(host)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False).stdout
+            if not pids.split():
+                break
+            for pid in pids.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"{host.name}: processes outlived the power cut: {pids.split()}")
+        if host.process is not None:
+            host.process.wait(timeout=5)
+
+    def reboot(self, name: str) -> None:
+        """The host restarts: every process dies at once (its SSH sessions and what they were running), the
+        disk stays; once sshd answers again, its runtime state (loaded modules, sysctl, swap, running services)
+        is what its files give at boot (stubs/boot.py)."""
+        host = self[name]
+        self._power_off(host)
+        self._power_on(host)
+        self._wait_for_sshd(host)
+        booted = host.run(f"{sys.executable} -s {STUBS / 'boot.py'}", check=False)
+        if booted.returncode != 0:
+            raise AssertionError(f"{name}: the boot stub failed: {booted.stderr}")
+
+    def drop_connection(self, name: str, pid: int) -> None:
+        """The SSH connection of the session running process `pid` on host `name` drops: that session's sshd
+        processes die, so the client sees the connection close; the commands the session started go on
+        without it (no terminal, so no hangup), as after a network cut."""
+        host = self[name]
+        assert host.process is not None
+        dropped = []
+        current = pid
+        while current > 1 and current != host.process.pid:
+            status = Path(f"/proc/{current}/status").read_text()
+            parent = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+            if Path(f"/proc/{current}/comm").read_text().strip() == "sshd":
+                dropped.append(current)
+            current = parent
+        assert dropped, f"{name}: process {pid} is not in an SSH session"
+        for sshd in dropped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sshd, signal.SIGKILL)
+
+    DISK = ("etc-upper", "var-upper", "root-upper", "home", "sysmodule", "bin", "state")
+    """What of a host survives a power cut (its overlays' work directories are rebuilt at each restore)."""
+
+    def snapshot(self, into: Path) -> None:
+        """Power every host off, copy their disks and the clusters' state into `into`, power them on again: a
+        point `restore` returns the whole fleet to (runtime state included, as a hibernation would)."""
+        self._copy_disks(self.dir, into)
+
+    def restore(self, source: Path) -> None:
+        """The fleet as it was at `snapshot(source)`."""
+        self._copy_disks(source, self.dir)
+
+    def _copy_disks(self, source: Path, target: Path) -> None:
+        for host in self.hosts.values():
+            self._power_off(host)
+        parts = [Path("cluster")] + [Path("hosts") / name / part for name in self.hosts for part in self.DISK]
+        for part in parts:
+            shutil.rmtree(target / part, ignore_errors=True)
+            (target / part).parent.mkdir(parents=True, exist_ok=True)
+            _sh("cp", "-a", str(source / part), str(target / part))  # overlay whiteouts are device files
+        for host in self.hosts.values():
+            for work in ("etc-work", "var-work", "root-work"):
+                shutil.rmtree(host.dir / work, ignore_errors=True)
+                (host.dir / work).mkdir()
+            self._power_on(host)
+        for host in self.hosts.values():
+            self._wait_for_sshd(host)
 
     def _wait_for_sshd(self, host: FleetHost) -> None:
         deadline = time.monotonic() + 10

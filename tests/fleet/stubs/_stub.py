@@ -5,7 +5,12 @@ which host it is and where that host's state lives (a directory outside the name
 directly). `settings.json` in that directory is re-read on every call, so a test can change a host's
 behaviour between runs: `latency` (seconds every stub call sleeps), `latencies` (per operation prefix,
 e.g. {"kubeadm init": 6}), `fail` ({"<tool> <args prefix>": "message"}: the matching call prints the message
-and exits 1), `containerdVersion`.
+and exits 1), `containerdVersion`. The fault sweep (tests/fleet/sweep.py) injects one fault at a time, each used up
+by the first call it matches (a regular expression over the whole call line): `failOnce` ({"<regex>": "message"}:
+that call fails as `fail` does) and `holdOnce` ({"<regex>": "<file name>"}: that call writes the file into the state
+directory and waits until `release` appears there, so the sweep can restart the host or drop the SSH connection
+while the call is running). Stubs whose real command works in phases (`kubeadm init`) name each phase with
+`checkpoint`: `<call line> @<phase>` takes the same faults, so a fault can fall between two phases.
 
 The fleet's clock (`cluster_root/clock.json`, moved by `Fleet.advance_clock`) is what `Host.now()` returns:
 expiring things (bootstrap tokens, uploaded certificate keys) expire against it, so a test can let hours
@@ -69,6 +74,8 @@ class Host:
         settings_file = self.state_dir / "settings.json"
         self.settings: dict[str, Any] = json.loads(settings_file.read_text()) if settings_file.exists() else {}
         self.record_extra: dict[str, Any] = {}
+        self.line = ""
+        """The running call: tool and arguments, space-separated."""
 
     @contextlib.contextmanager
     def state(self) -> Iterator[dict[str, Any]]:
@@ -87,6 +94,14 @@ class Host:
         clock = self.cluster_root / "clock.json"
         offset = float(json.loads(clock.read_text())["offset"]) if clock.exists() else 0.0
         return time.time() + offset
+
+    def checkpoint(self, phase: str) -> None:
+        """A point between two phases of the running call: a sweep fault aimed at `<call line> @<phase>`
+        fails or holds the call here, after the phases before it did their work."""
+        at = f"{self.line} @{phase}"
+        _inject_once(self, at)
+        with open(self.state_dir / "checkpoints.jsonl", "a") as log:
+            log.write(json.dumps({"checkpoint": at, "t0": time.time(), "pid": os.getpid()}) + "\n")
 
     def install_binary(self, tool: str) -> None:
         """A package put `tool` on PATH (the stubs for package binaries appear only once installed)."""
@@ -205,6 +220,45 @@ OS_TOOLS = (
 """On every host's PATH from the start (the other stubs appear when their package is installed)."""
 
 
+HOLD_SECONDS = 120.0
+"""How long a held call waits for `release` before it goes on by itself."""
+
+
+def _take_once(host: Host, key: str, line: str) -> str | None:
+    """The value of the first `key` fault whose pattern matches `line`, removed from the settings (used up)."""
+    import re
+
+    if not host.settings.get(key):
+        return None
+    with open(host.state_dir / "settings.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = host.state_dir / "settings.json"
+        settings = json.loads(path.read_text())
+        faults: dict[str, str] = settings.get(key) or {}
+        pattern = next((p for p in faults if re.fullmatch(p, line)), None)
+        if pattern is None:
+            return None
+        value = faults.pop(pattern)
+        path.with_suffix(".tmp").write_text(json.dumps(settings))
+        path.with_suffix(".tmp").replace(path)  # other calls read it without the lock
+    host.record_extra.setdefault("injected", []).append(key)
+    return value
+
+
+def _inject_once(host: Host, line: str) -> None:
+    """Apply the sweep's one-time faults aimed at `line` (see the module docstring)."""
+    held = _take_once(host, "holdOnce", line)
+    if held is not None:
+        (host.state_dir / held).write_text(json.dumps({"pid": os.getpid(), "line": line}))
+        release = host.state_dir / "release"
+        deadline = time.monotonic() + HOLD_SECONDS
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    message = _take_once(host, "failOnce", line)
+    if message is not None:
+        raise fail(message)
+
+
 def write_launcher(path: Path, python: str, stubs: Path, tool: str) -> None:
     path.write_text(f'#!/bin/sh\nexec {python} -s {stubs / STUB_FILES[tool]} {tool} "$@"\n')
     path.chmod(0o755)
@@ -217,7 +271,7 @@ def main(tools: dict[str, Callable[[Host, list[str]], int]]) -> None:
     t0 = time.time()
     latency = float(host.settings.get("latency", 0))
     # Per-operation latencies (`{"kubeadm init": 6, "apt-get install": 2}`): the longest matching prefix wins.
-    line = " ".join([tool, *argv])
+    line = host.line = " ".join([tool, *argv])
     matching = [p for p in (host.settings.get("latencies") or {}) if line.startswith(p)]
     if matching:
         latency = float(host.settings["latencies"][max(matching, key=len)])
@@ -228,6 +282,7 @@ def main(tools: dict[str, Callable[[Host, list[str]], int]]) -> None:
         for prefix, message in (host.settings.get("fail") or {}).items():
             if line.startswith(prefix):
                 raise fail(message)
+        _inject_once(host, line)
         rc = tools[tool](host, argv)
     except StubExit as exit_:
         if exit_.message:

@@ -21,7 +21,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from _stub import Host, blocking_firewall, fail, main, package_version, record_versions, sha256, version_tuple
+from _stub import (
+    Host,
+    _safe,
+    blocking_firewall,
+    fail,
+    main,
+    package_version,
+    record_versions,
+    sha256,
+    version_tuple,
+)
 
 if TYPE_CHECKING:
     from typing import Any
@@ -33,6 +43,7 @@ ADMIN_CONF = Path("/etc/kubernetes/admin.conf")
 CERTIFICATE_KEY_TTL = 2 * 3600
 """kubeadm deletes the uploaded certificates (Secret kubeadm-certs) after two hours."""
 KUBELET_CONF = Path("/etc/kubernetes/kubelet.conf")
+BOOTSTRAP_KUBELET_CONF = Path("/etc/kubernetes/bootstrap-kubelet.conf")
 RESTRICTED_LABEL = re.compile(r"^(?:[^/]*\.)?(kubernetes\.io|k8s\.io)/")
 # The kubelet's own rule (NodeRestriction), kept apart from components/config/checks.py on purpose: the
 # stub is a second reading of upstream that the project's validation is tested against.
@@ -103,7 +114,7 @@ def preflight(host: Host) -> None:
             errors.append("[ERROR FileExisting-kubelet]: kubelet not found in system path")
     if not os.path.isdir("/sys/module/br_netfilter"):
         errors.append("[ERROR FileExisting-br_netfilter]: br_netfilter module is not loaded")
-    for path in ("/etc/kubernetes/manifests/kube-apiserver.yaml", str(KUBELET_CONF)):
+    for path in ("/etc/kubernetes/manifests/kube-apiserver.yaml", str(KUBELET_CONF), str(BOOTSTRAP_KUBELET_CONF)):
         if os.path.exists(path):
             errors.append(f"[ERROR FileAvailable--{path.strip('/').replace('/', '-')}]: {path} already exists")
     if errors:
@@ -208,6 +219,11 @@ def _node(registration: dict[str, Any], control_plane: bool, host: Host, version
     }
 
 
+CONTROL_PLANE_LABELS = {
+    "node-role.kubernetes.io/control-plane": "",
+    "node.kubernetes.io/exclude-from-external-load-balancers": "",
+}
+"""What kubeadm's mark-control-plane phase labels a control plane's Node with (the last phase of its join)."""
 CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
 
 
@@ -360,41 +376,60 @@ def init(host: Host, argv: list[str]) -> int:
     # Unset, real kubeadm resolves "stable-1" and, offline, falls back to its own version.
     version = str(cluster_doc.get("kubernetesVersion") or package_version(host, "kubeadm")).lstrip("v")
     token = new_token()
-    with host.cluster(endpoint) as cluster:
-        cluster.update(
-            version=version,
-            endpoint=endpoint,
-            name=cluster_doc.get("clusterName", "kubernetes"),
-            caHash=secrets.token_hex(32),
-            ca=base64.b64encode(secrets.token_bytes(24)).decode(),
-            adminKey=base64.b64encode(secrets.token_bytes(32)).decode(),
-            tokens={token: host.now() + 86400},
-            certificateKey=None,
-            nodes={},
-            apiServerState=str(host.state_dir),
-        )
-        _kubelet_too_new(host, cluster)
-        cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host, version)
-        cluster["etcdMembers"] = {name: {"id": secrets.token_hex(8), "started": True}}
-        record_versions(cluster, f"kubeadm init {name}")
-        upload = "--upload-certs" in argv
-        if upload:
-            cluster["certificateKey"] = secrets.token_hex(32)
-            cluster["certificateKeyExpires"] = host.now() + CERTIFICATE_KEY_TTL
-            cluster["issuedCertificateKeys"] = [cluster["certificateKey"]]
-        admin = _admin_kubeconfig(host, cluster, endpoint)
-        ca_hash, key = cluster["caHash"], cluster["certificateKey"]
+    identity: dict[str, Any] = {
+        "version": version,
+        "endpoint": endpoint,
+        "name": cluster_doc.get("clusterName", "kubernetes"),
+        "caHash": secrets.token_hex(32),
+        "ca": base64.b64encode(secrets.token_bytes(24)).decode(),
+        "adminKey": base64.b64encode(secrets.token_bytes(32)).decode(),
+    }
+    _kubelet_too_new(host, identity)
+    upload = "--upload-certs" in argv
+    # kubeadm's phases in its order. It has no rollback: a phase that fails (or a host that restarts in it)
+    # leaves the files of the phases before it, and the API (once up) holds what its phases stored.
+    host.checkpoint("certs")
+    _issue_certificates(host, first=True)
+    host.checkpoint("kubeconfig")
+    admin = _admin_kubeconfig(host, identity, endpoint)
     _write(ADMIN_CONF, admin)
     _write(Path("/etc/kubernetes/super-admin.conf"), admin)
-    _issue_certificates(host, first=True)
     _write(
         KUBELET_CONF,
         _kubeconfig(
             endpoint, "kubernetes", f"system:node:{name}", base64.b64encode(secrets.token_bytes(32)).decode(), "ca"
         ),
     )
+    host.checkpoint("control-plane")
     _write_static_pods(version)
+    host.checkpoint("kubelet-start")
     _write(Path("/var/lib/kubelet/config.yaml"), yaml.safe_dump(docs.get("KubeletConfiguration", {})), 0o644)
+    host.checkpoint("wait-control-plane")
+    with host.cluster(endpoint) as cluster:  # the API server answers, on this node's etcd
+        cluster.update(identity, tokens={}, certificateKey=None, nodes={}, apiServerState=str(host.state_dir))
+        cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host, version)
+        cluster["etcdMembers"] = {name: {"id": secrets.token_hex(8), "started": True}}
+        record_versions(cluster, f"kubeadm init {name}")
+    host.checkpoint("upload-config")
+    with host.cluster(endpoint) as cluster:
+        cluster["kubeadmConfig"] = True  # the kubeadm-config ConfigMap that joins and upgrades read
+    if upload:
+        host.checkpoint("upload-certs")
+        with host.cluster(endpoint) as cluster:
+            cluster["certificateKey"] = secrets.token_hex(32)
+            cluster["certificateKeyExpires"] = host.now() + CERTIFICATE_KEY_TTL
+            cluster["issuedCertificateKeys"] = [cluster["certificateKey"]]
+    host.checkpoint("mark-control-plane")
+    with host.cluster(endpoint) as cluster:
+        cluster["nodes"][name]["labels"].update(CONTROL_PLANE_LABELS)
+    host.checkpoint("bootstrap-token")
+    with host.cluster(endpoint) as cluster:
+        cluster["tokens"][token] = host.now() + 86400
+        cluster["clusterInfo"] = True  # kube-public/cluster-info, which token discovery reads
+        ca_hash, key = cluster["caHash"], cluster["certificateKey"]
+    host.checkpoint("addon")
+    with host.cluster(endpoint) as cluster:
+        cluster["addons"] = ["coredns", "kube-proxy"]
     print("[init] Using Kubernetes version: " + str(cluster_doc.get("kubernetesVersion")))
     print("[preflight] Running pre-flight checks")
     print("Your Kubernetes control-plane has initialized successfully!\n")
@@ -446,11 +481,17 @@ def join(host: Host, argv: list[str]) -> int:
         )
     with host.cluster(endpoint) as cluster:
         api_server_state = Path(cluster["apiServerState"])
+        cluster_info = cluster.get("clusterInfo", False)
     if blocking_firewall(api_server_state, "6443/tcp"):
         raise fail(
             "error execution phase preflight: couldn't validate the identity of the API Server: Get"
             f' "https://{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info": dial tcp {endpoint}:'
             " connect: no route to host"
+        )
+    if not cluster_info:
+        raise fail(
+            "error execution phase preflight: couldn't validate the identity of the API Server: failed to request"
+            ' the cluster-info ConfigMap: configmaps "cluster-info" not found'
         )
     registration = doc.get("nodeRegistration", {})
     name = registration.get("name", host.name)
@@ -479,31 +520,47 @@ def join(host: Host, argv: list[str]) -> int:
                 "error execution phase control-plane-prepare/download-certs: error downloading certs: error"
                 " decoding certificate key: the certificate key does not match the uploaded certificates"
             )
-        if name in cluster["nodes"]:
+        _kubelet_too_new(host, cluster)
+        version = cluster["version"]
+        admin = _admin_kubeconfig(host, cluster, endpoint) if control_plane else ""
+    # kubeadm join's phases in its order; like init, it leaves what the phases before a failure did.
+    if control_plane:
+        host.checkpoint("control-plane-prepare")
+        _issue_certificates(host, first=False)
+        _write(ADMIN_CONF, admin)
+    host.checkpoint("kubelet-start")
+    with host.cluster(endpoint) as cluster:
+        existing = cluster["nodes"].get(name)
+        if existing is not None and existing.get("ready", True):
             raise fail(
                 f'error execution phase kubelet-start: a Node with name {name!r} and status "Ready" already'
                 " exists in the cluster. You must delete the existing Node or change the name of this new"
                 " joining Node"
             )
-        _kubelet_too_new(host, cluster)
-        node = _node(registration, control_plane, host, cluster["version"])
-        cluster["nodes"][name] = node
-        if control_plane:
-            cluster.setdefault("etcdMembers", {})[name] = {"id": secrets.token_hex(8), "started": True}
-        record_versions(cluster, f"kubeadm join {name}")
-        version = cluster["version"]
-        admin = _admin_kubeconfig(host, cluster, endpoint) if control_plane else ""
+    _write(Path("/var/lib/kubelet/config.yaml"), "kind: KubeletConfiguration\n", 0o644)
+    _write(BOOTSTRAP_KUBELET_CONF, _kubeconfig(endpoint, "kubernetes", "tls-bootstrap-token-user", "token", "ca"))
+    host.checkpoint("kubelet-tls-bootstrap")
+    # The kubelet's TLS bootstrap: its own kubeconfig, then it registers its Node.
     _write(
         KUBELET_CONF,
         _kubeconfig(
             endpoint, "kubernetes", f"system:node:{name}", base64.b64encode(secrets.token_bytes(32)).decode(), "ca"
         ),
     )
-    _write(Path("/var/lib/kubelet/config.yaml"), "kind: KubeletConfiguration\n", 0o644)
+    BOOTSTRAP_KUBELET_CONF.unlink()
+    with host.cluster(endpoint) as cluster:
+        cluster["nodes"][name] = _node(registration, control_plane, host, version)
+        record_versions(cluster, f"kubeadm join {name}")
     if control_plane:
-        _write(ADMIN_CONF, admin)
-        _issue_certificates(host, first=False)
+        host.checkpoint("control-plane-join")
+        # The etcd member is added and its static pod written in one step here (kubeadm adds it, then writes the
+        # manifest and waits for it: the stub does not model a member added whose manifest never came).
+        with host.cluster(endpoint) as cluster:
+            cluster.setdefault("etcdMembers", {})[name] = {"id": secrets.token_hex(8), "started": True}
         _write_static_pods(version)
+        host.checkpoint("mark-control-plane")
+        with host.cluster(endpoint) as cluster:
+            cluster["nodes"][name]["labels"].update(CONTROL_PLANE_LABELS)
     print("[preflight] Running pre-flight checks")
     print(
         "This node has joined the cluster" + (" and a new control plane instance was created" if control_plane else ":")
@@ -548,13 +605,25 @@ def reset(host: Host, argv: list[str]) -> int:
     if "-f" not in argv and "--force" not in argv:
         raise fail("[reset] Are you sure you want to proceed? [y/N]: aborted (no terminal)")
     if Path("/etc/kubernetes/manifests/etcd.yaml").exists() and ADMIN_CONF.exists() and KUBELET_CONF.exists():
-        # The remove-etcd-member phase: a stacked control plane leaves etcd's member list.
         endpoint, name = _admin_endpoint(), _kubelet_identity()[1]
-        with host.cluster(endpoint) as cluster:
-            cluster.get("etcdMembers", {}).pop(name, None)
-        print(f"[reset] Removing member {name} from the etcd cluster")
-    for path in ("/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf", "/etc/kubernetes/kubelet.conf"):
-        Path(path).unlink(missing_ok=True)
+        if host.cluster_exists(endpoint):
+            # The remove-etcd-member phase: a stacked control plane leaves etcd's member list.
+            with host.cluster(endpoint) as cluster:
+                members = cluster.get("etcdMembers", {})
+                members.pop(name, None)
+                last = not members
+            print(f"[reset] Removing member {name} from the etcd cluster")
+            if last:
+                # The only member's data directory goes below: the API server's store goes with it.
+                shutil.rmtree(host.cluster_root / _safe(endpoint), ignore_errors=True)
+    if KUBELET_CONF.exists():
+        endpoint, name = _kubelet_identity()
+        if host.cluster_exists(endpoint):
+            with host.cluster(endpoint) as cluster:
+                if name in cluster.get("nodes", {}):
+                    cluster["nodes"][name]["ready"] = False  # its kubelet stops: NotReady once the grace period ends
+    for name in ("admin.conf", "super-admin.conf", "kubelet.conf", "bootstrap-kubelet.conf"):
+        Path(f"/etc/kubernetes/{name}").unlink(missing_ok=True)
     for directory in ("/etc/kubernetes/manifests", "/etc/kubernetes/pki", "/var/lib/kubelet", "/var/lib/etcd"):
         shutil.rmtree(directory, ignore_errors=True)
     print("[reset] Deleted contents of: [/etc/kubernetes/manifests /var/lib/kubelet /etc/cni/net.d]")

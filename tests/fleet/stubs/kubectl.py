@@ -85,6 +85,7 @@ def _jsonpath(node: dict[str, Any], path: str) -> str:
     paths = {
         "{.status.nodeInfo.kubeletVersion}": f"v{node.get('kubeletVersion', '')}",
         "{.spec.unschedulable}": "true" if node["unschedulable"] else "",
+        "{.metadata.labels}": json.dumps(node.get("labels") or {}, separators=(",", ":")),
     }
     if path not in paths:
         raise fail(f"kubectl: the stub does not know jsonpath {path}")
