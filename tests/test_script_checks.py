@@ -7,7 +7,13 @@ The shapes that turn a failed command into an answer, linted over every node scr
 - a substitution whose status is thrown away (`$(cmd || true)`, `x=$(cmd) || true`, `$(cmd; true)`);
 - `|| true` after a command whose failure would otherwise stop the step;
 - a condition that silences a query's errors (`if ! kubectl get … >/dev/null 2>&1`), where "not found" and
-  "could not ask" read the same.
+  "could not ask" read the same;
+- a substitution in an argument (`ok "firewall: $(firewall_in_use)"`) or a `local` declaration
+  (`local x=$(cmd)`): the command that runs is `ok` or `local`, whose status is 0 whatever the substitution did;
+- a command piped into `grep -q` (`ufw show added | grep -q …`): a producer that failed reads as "no match";
+- a function that asks something (a substitution or a `die` in its body) called as a condition (`if at_version`):
+  bash turns errexit off for the whole call, so a failed command inside it no longer stops the step and its
+  `die` in a substitution only ends that subshell (found by the fault sweep, tests/fleet/sweep.py).
 
 What a script may do instead: assign first (`found=$(cmd) || die …`), then test the variable; or use a command
 whose exit status *is* the answer and which has no other failure worth stopping for — those are listed below,
@@ -39,6 +45,17 @@ STATUS_DROPPED = re.compile(r"\$\([^)]*\|\|\s*true|\)\s*\|\|\s*true|;\s*true\s*\
 OR_TRUE = re.compile(r"\|\|\s*true\b")
 SILENCED_CONDITION = re.compile(r"^\s*(?:if|elif|while|until)\s+!?\s*(?P<command>[^;]*?)(?:>/dev/null )?2>/dev/null|"
                                 r"^\s*(?:if|elif|while|until)\s+!?\s*(?P<command2>[^;]*?)>/dev/null 2>&1")  # fmt: skip
+
+PIPED_INTO_GREP_Q = re.compile(r"\|\s*grep\s+-\w*q")
+# `$(printf … | tr/sed …)` only reformats the script's own text: nothing there can fail worth stopping for.
+SUBSTITUTION_IN_ARGUMENT = re.compile(
+    r"^\s*(?:ok|changed|echo|printf)\s.*\$\((?!\(|printf )|^\s*local\s+\w+=\$\((?!\()"
+)
+CONDITION_CALL = r"(?:^\s*(?:if|elif|while|until)\s+!?\s*|&&\s*!?\s*|\|\|\s*!?\s*){name}\b"
+CHECKED_FUNCTIONS: dict[str, str] = {
+    # Functions that may stand in a condition: every failure inside ends the step by an explicit `die`/`exit`.
+    "write_if_changed": "returns 1 for 'unchanged'; each of its commands is followed by an explicit die",
+}
 
 TOLERATED: dict[tuple[str, str], str] = {
     # (script, the line's text, stripped): why the failure is the answer, or harmless.
@@ -87,8 +104,32 @@ def _lines() -> list[tuple[str, int, str]]:
     return out
 
 
-def offences(lines: list[tuple[str, int, str]]) -> list[str]:
+RELIES_ON_ERREXIT = re.compile(r"^\s*(?:local\s+)?\w+=\$\((?!\().*$")
+HANDLED = re.compile(r"\|\|\s*(?:die|exit|return|status=)")
+
+
+def asking_functions() -> dict[str, str]:
+    """Functions of the node scripts that rely on errexit to stop at a failed substitution (an assignment from
+    `$(…)` without its own `|| die`/`|| exit`/`|| status=$?`), by name -> defining script."""
+    found = {}
+    for script in sorted(SCRIPTS.glob("*.sh")):
+        for match in re.finditer(r"^(\w+)\(\) \{\n(.*?)^\}", script.read_text(), re.M | re.S):
+            # Statements continued on the next line (`x=$(…) ||` / `\`) are read as one.
+            body = re.sub(r"(\|\||\\)\n\s*", r"\1 ", match.group(2))
+            statements = [line for line in body.splitlines() if not line.lstrip().startswith("#")]
+            if match.group(1) not in CHECKED_FUNCTIONS and any(
+                RELIES_ON_ERREXIT.match(line) and not HANDLED.search(line) for line in statements
+            ):
+                found[match.group(1)] = script.name
+    return found
+
+
+def offences(lines: list[tuple[str, int, str]], functions: dict[str, str] | None = None) -> list[str]:
     found = []
+    conditions = [
+        (name, re.compile(CONDITION_CALL.format(name=re.escape(name))))
+        for name in (asking_functions() if functions is None else functions)
+    ]
     for script, number, line in lines:
         text = line.strip()
         if (script, text) in TOLERATED:
@@ -100,6 +141,14 @@ def offences(lines: list[tuple[str, int, str]]) -> list[str]:
             found.append(f"{script}:{number}: `|| true` makes a failed command an answer: {text}")
         elif SILENCED_CONDITION.search(text):
             found.append(f"{script}:{number}: a condition that silences a query's errors: {text}")
+        elif PIPED_INTO_GREP_Q.search(text):
+            found.append(f"{script}:{number}: a failed producer piped into grep -q reads as no match: {text}")
+        elif SUBSTITUTION_IN_ARGUMENT.search(text) and not text.startswith("die "):
+            found.append(f"{script}:{number}: a substitution in an argument loses its status: {text}")
+        else:
+            called = [name for name, pattern in conditions if pattern.search(text)]
+            if called:
+                found.append(f"{script}:{number}: {called[0]} asks something and is called as a condition: {text}")
     return found
 
 
@@ -121,11 +170,31 @@ def test_every_tolerated_line_still_exists() -> None:
         'status=$(kubectl get node "$NODE_NAME" --no-headers) || true',
         'if ! kubectl get node "$NODE_NAME" >/dev/null 2>&1; then',
         'write_if_changed "$file" "$config" 0600 || true',
+        'ok "host firewall: $(firewall_in_use)"',  # found by the fault sweep: os.sh printed "host firewall: "
+        "local state=$(firewall-cmd --state)",
+        'if ! ufw show added | grep -qxF "ufw allow $rule"; then',
     ],
 )
 def test_the_lint_catches_each_shape(line: str) -> None:
     """The negative control: the old forms, the swap check's first of all, are caught."""
     assert offences([("example.sh", 1, line)])
+
+
+def test_a_function_relying_on_errexit_is_caught_when_called_as_a_condition(tmp_path: Path) -> None:
+    """The negative control for the condition rule: kube-packages.sh's old `if at_version`, whose pkg_version failure
+    (a package database it could not read) read as "not at the version" and reinstalled (found by the fault sweep)."""
+    old = (
+        'at_version() {\n  local installed\n  for pkg in kubeadm; do\n    installed=$(pkg_version "$pkg")\n  done\n}\n'
+    )
+    script = tmp_path / "example.sh"
+    script.write_text(old + "if at_version; then\n  ok at\nfi\n")
+    functions = {"at_version": "example.sh"}
+    lines = [("example.sh", n, line) for n, line in enumerate(script.read_text().splitlines(), 1)]
+    assert offences(lines, functions) == [
+        "example.sh:7: at_version asks something and is called as a condition: if at_version; then"
+    ]
+    # Called as a plain statement, errexit applies inside it: no offence.
+    assert offences([("example.sh", 1, "at_version")], functions) == []
 
 
 OLD_SWAP_CHECK = 'if [ -n "$(swapon --show --noheadings 2>/dev/null)" ]; then'

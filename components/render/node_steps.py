@@ -130,7 +130,11 @@ def init_step(spec: Spec, node: NodeSpec) -> NodeStep:
     return rendered_step(
         "kubeadm-init",
         "Initialise the first control plane (kubeadm init)",
-        {"KUBEADM_CONFIG": kubeadm.init_config(spec, node), "UPLOAD_CERTS": str(len(spec.control_planes) > 1).lower()},
+        {
+            "NODE_NAME": node.name,
+            "KUBEADM_CONFIG": kubeadm.init_config(spec, node),
+            "UPLOAD_CERTS": str(len(spec.control_planes) > 1).lower(),
+        },
     )
 
 

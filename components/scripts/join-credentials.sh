@@ -10,13 +10,37 @@ CONTROL_PLANES=${CONTROL_PLANES:-}
 read -r -a nodes <<<"$FOR_NODES"
 # Nodes that are already members need no credential: when all are, print none (their join steps report
 # ok), so a re-run leaves no fresh token behind.
-missing=() with_key=false
+missing=() with_key=false members=''
 for node in "${nodes[@]}"; do
   found=$(KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$node" --ignore-not-found -o name) ||
     die "cannot read node $node from the API"
+  case " $CONTROL_PLANES " in *" $node "*) control_plane=true ;; *) control_plane=false ;; esac
+  if [ -n "$found" ] && [ "$control_plane" = true ]; then
+    # A control plane's join registers its Node, then adds its etcd member, then labels it a control plane: a
+    # Node without both is a join that did not finish. Its host resets itself and joins again (with the
+    # certificate key only a missing control plane gets); its Node goes now, because the kubelet that
+    # registered it keeps it Ready and a join stops at a Ready Node of the same name.
+    if [ -z "$members" ]; then
+      members=$(etcd_ctl member list -w simple) || die "etcd member list failed on this control plane"
+    fi
+    member=$(awk -F', ' -v name="$node" '$3 == name { print $1 }' <<<"$members")
+    labels=$(KUBECONFIG=/etc/kubernetes/admin.conf kubectl get node "$node" -o 'jsonpath={.metadata.labels}') ||
+      die "cannot read the labels of node $node"
+    why=''
+    if [ -z "$member" ]; then
+      why='no etcd member'
+    elif [[ $labels != *'"node-role.kubernetes.io/control-plane"'* ]]; then
+      why='no control-plane label'
+    fi
+    if [ -n "$why" ]; then
+      KUBECONFIG=/etc/kubernetes/admin.conf kubectl delete node "$node" >/dev/null
+      changed "$node has a Node but $why (a control-plane join that did not finish): deleted the stale Node; $node resets and joins again" >&2
+      found=''
+    fi
+  fi
   if [ -z "$found" ]; then
     missing+=("$node")
-    case " $CONTROL_PLANES " in *" $node "*) with_key=true ;; esac
+    if [ "$control_plane" = true ]; then with_key=true; fi
   fi
 done
 if [ "${#missing[@]}" -eq 0 ]; then

@@ -5,25 +5,23 @@ set -euo pipefail
 packages=(kubeadm kubelet kubectl)
 detect_os
 
-at_version() {
-  local installed
+# A node already in the cluster keeps its versions here: moving its kubelet in place, before `kubeadm upgrade`
+# and without a drain, would make it newer than the API server. The upgrade steps move it, in order; what is
+# checked here is that its repository has the target. Every version is read before the decision, outside any
+# condition, so a package database that cannot be read stops the step instead of reading as "not installed".
+install_or_leave_to_upgrade() {
+  local pkg installed at_version=true kubelet_version
   for pkg in "${packages[@]}"; do
     installed=$(pkg_version "$pkg")
     case $installed in
       "$K8S_VERSION" | "$K8S_VERSION"-*) ;;
-      *) return 1 ;;
+      *) at_version=false ;;
     esac
   done
-}
-
-# A node already in the cluster keeps its versions here: moving its kubelet in place, before `kubeadm upgrade`
-# and without a drain, would make it newer than the API server. The upgrade steps move it, in order; what is
-# checked here is that its repository has the target.
-install_or_leave_to_upgrade() {
-  if at_version; then
+  kubelet_version=$(kube_package_version kubelet)
+  if [ "$at_version" = true ]; then
     ok "kubeadm kubelet kubectl at $K8S_VERSION"
-  elif [ -f /etc/kubernetes/kubelet.conf ] && kubelet_version=$(kube_package_version kubelet) &&
-    [ -n "$kubelet_version" ]; then
+  elif [ -f /etc/kubernetes/kubelet.conf ] && [ -n "$kubelet_version" ]; then
     ok "kubelet at $kubelet_version in the cluster: the upgrade steps move it to $K8S_VERSION"
     # Every node's preparation runs before the upgrade's first step: a family without the packages stops it here.
     kube_packages_offered "$K8S_VERSION" "$NODE_NAME"
@@ -49,15 +47,7 @@ case $OS_FAMILY in
       ok "repository for Kubernetes $K8S_MINOR configured"
     fi
     install_or_leave_to_upgrade
-    held=$(apt-mark showhold)
-    for pkg in "${packages[@]}"; do
-      if grep -qx "$pkg" <<<"$held"; then
-        ok "$pkg held"
-      else
-        apt-mark hold "$pkg" >/dev/null
-        changed "$pkg held"
-      fi
-    done
+    kube_packages_hold "${packages[@]}"
     ;;
   rpm)
     # The repository excludes the packages, so routine `dnf upgrade` never moves them.

@@ -10,7 +10,11 @@ if grep -q '^controlPlane:' <<<"$JOIN_CONFIG"; then
 fi
 # shellcheck disable=SC2086 # word lists of ports
 firewall_open $ports $CALICO_PORTS
-if [ -f /etc/kubernetes/kubelet.conf ]; then
+# kubeadm join has no resume: these say whether the join this step ran got to its end.
+started=/etc/kubernetes/mlcluster/kubeadm-join.started
+finished=/etc/kubernetes/mlcluster/kubeadm-join.finished
+# A node this step joined, or one joined before this step kept its markers.
+if [ -f "$finished" ] || { [ -f /etc/kubernetes/kubelet.conf ] && [ ! -f "$started" ]; }; then
   ok "$NODE_NAME already joined"
   exit 0
 fi
@@ -27,8 +31,20 @@ config=${config//__MLCLUSTER_CA_CERT_HASH__/"$ca_hash"}
 config=${config//__MLCLUSTER_CERTIFICATE_KEY__/"$certificate_key"}
 file=/etc/kubernetes/mlcluster/kubeadm-join.yaml
 log=/var/log/mlcluster/kubeadm-join.log
-mkdir -p "$(dirname "$log")"
+mkdir -p "$(dirname "$log")" "$(dirname "$started")"
+if [ -f "$started" ]; then
+  since=$(cat "$started")
+  # The last join stopped part-way (it failed, or the host restarted under it): its bootstrap kubeconfig,
+  # certificates and manifests make a second join stop at its preflight. The node is not a working member (the
+  # first control plane deleted a control plane's Node that never got its etcd member), so it is reset first.
+  if ! run_long kubeadm reset -f >>"$log" 2>&1; then
+    redacted_tail "$log" >&2
+    die "kubeadm reset -f of the unfinished join failed (full log on the node: $log)"
+  fi
+  changed "the kubeadm join started $since did not finish: reset this node (kubeadm reset -f) to join again"
+fi
 write_if_changed "$file" "$config" 0600 || true
+date -u +%Y-%m-%dT%H:%M:%SZ >"$started"
 joined=true
 if ! (umask 077 && run_long kubeadm join --config "$file" >"$log" 2>&1); then
   joined=false
@@ -37,6 +53,7 @@ fi
 rm -f "$file"
 if [ "$joined" = false ]; then
   redacted_tail "$log" >&2
-  die "kubeadm join failed (full log on the node: $log); fix the cause and run again (the credentials of the next up are valid)"
+  die "kubeadm join failed (full log on the node: $log); fix the cause and run again (the next up resets what this join left and brings valid credentials)"
 fi
+touch "$finished"
 changed "$NODE_NAME joined the cluster"

@@ -149,7 +149,7 @@ firewall_in_use() {
 # Opens each PORT/PROTO (a range as FIRST-LAST) in the active firewall, permanently; a firewall that is
 # not running is left alone (nothing filters, and enabling it later is the admin's call).
 firewall_open() {
-  local firewall port rule opened=()
+  local firewall port rule added opened=()
   firewall=$(firewall_in_use)
   case $firewall in
     firewalld)
@@ -167,9 +167,10 @@ firewall_open() {
       fi
       ;;
     ufw)
+      added=$(ufw show added)
       for port in "$@"; do
         rule=${port/-/:}
-        if ! ufw show added | grep -qxF "ufw allow $rule"; then
+        if ! grep -qxF "ufw allow $rule" <<<"$added"; then
           ufw allow "$rule" >/dev/null
           opened+=("$port")
         fi
@@ -190,7 +191,14 @@ firewall_open() {
 # SELinux stance: mlcluster never changes the mode. Enforcing and permissive both work (containerd.io requires
 # container-selinux, the policy that labels containers); the mode is reported so a denial can be traced.
 selinux_mode() {
-  getenforce 2>/dev/null || printf 'Disabled'
+  local mode status=0
+  mode=$(getenforce 2>&1) || status=$?
+  # Without the SELinux tools (127) there is no SELinux to report; any other failure is a failure to ask.
+  case $status in
+    0) printf '%s' "$mode" ;;
+    127) printf 'Disabled' ;;
+    *) die "getenforce failed ($status): $mode" ;;
+  esac
 }
 
 # Kubernetes packages ($2…: kubeadm, kubelet, kubectl) at version $1, past the DEB hold / RPM repository exclude
@@ -209,28 +217,60 @@ kube_packages_install() {
   esac
 }
 
-# RPM needs nothing: the repository file excludes the packages from every transaction without --disableexcludes.
+# Holds each of the packages ($@) not held yet, saying which (check-then-act: a hold that failed in an earlier
+# run is made in the next). RPM needs nothing: the repository file excludes the packages from every transaction
+# without --disableexcludes.
 kube_packages_hold() {
+  local held pkg
   case $OS_FAMILY in
-    deb) apt-mark hold "$@" >/dev/null ;;
+    deb)
+      held=$(apt-mark showhold)
+      for pkg in "$@"; do
+        if grep -qx "$pkg" <<<"$held"; then
+          ok "$pkg held"
+        else
+          apt-mark hold "$pkg" >/dev/null
+          changed "$pkg held"
+        fi
+      done
+      ;;
     rpm) ;;
   esac
 }
 
-# Succeeds when the configured repositories offer package $1 at Kubernetes version $2.
-kube_package_available() {
+# Prints yes when the configured repositories offer package $1 at Kubernetes version $2, no when they do not; a
+# repository that cannot be read stops the step (a mirror that timed out is not "not offered").
+kube_package_offer() {
+  local out status=0
   case $OS_FAMILY in
-    deb) pkg_refresh >/dev/null && apt-cache madison "$1" | grep -q "| *$2-" ;;
-    rpm) dnf list --showduplicates --disableexcludes=kubernetes -q "$1-$2" >/dev/null 2>&1 ;;
+    deb)
+      out=$(apt-cache madison "$1" 2>&1) || die "apt-cache madison $1 failed: $out"
+      if grep -q "| *$2-" <<<"$out"; then printf yes; else printf no; fi
+      ;;
+    rpm)
+      # dnf list: 1 with "No matching Packages" is the answer; 1 for anything else is a failure to ask.
+      out=$(dnf list --showduplicates --disableexcludes=kubernetes -q "$1-$2" 2>&1) || status=$?
+      if [ "$status" -eq 0 ]; then
+        printf yes
+      elif [[ $out == *"No matching Packages"* ]]; then
+        printf no
+      else
+        die "dnf list $1-$2 failed ($status): $out"
+      fi
+      ;;
   esac
 }
 
 # Dies, naming the key, node $2 and its OS family, unless this node's repositories offer kubeadm, kubelet and
 # kubectl at version $1: each node asks its own repository (families, mirrors and proxies differ by node).
 kube_packages_offered() {
-  local pkg
+  local pkg offer
+  if [ "$OS_FAMILY" = deb ]; then
+    pkg_refresh >/dev/null
+  fi
   for pkg in kubeadm kubelet kubectl; do
-    kube_package_available "$pkg" "$1" ||
+    offer=$(kube_package_offer "$pkg" "$1")
+    [ "$offer" = yes ] ||
       die "mlcluster:kubernetesVersion: $pkg $1 is not offered by the configured $OS_FAMILY repository of $2 ($OS_ID $OS_VERSION_ID): the upgrade stops before any node moves"
   done
   ok "kubeadm kubelet kubectl $1 offered by the $OS_FAMILY repository"

@@ -8,4 +8,5 @@ case $mode in
   Enforcing|Permissive|Disabled) ok "SELinux $mode (left as it is)" ;;
   *) die "SELinux reports mode '$mode': expected Enforcing, Permissive or Disabled" ;;
 esac
-ok "host firewall: $(firewall_in_use)"
+firewall=$(firewall_in_use)
+ok "host firewall: $firewall"

@@ -6,17 +6,20 @@
 set -euo pipefail
 : "${TARGET_VERSION:?}" "${NODE_NAME:?}" "${FIRST_CONTROL_PLANE:?}" "${UPGRADE_LOG_DIR:?}"
 detect_os
-if grep -q "kube-apiserver:v$TARGET_VERSION\$" /etc/kubernetes/manifests/kube-apiserver.yaml; then
-  ok "$NODE_NAME: control plane at $TARGET_VERSION"
-  exit 0
-fi
+# kubeadm first, each part checked on its own: a run that stopped after the install and before the hold (or the
+# upgrade) finishes what is left.
 kubeadm_version=$(kube_package_version kubeadm)
 if [ "$kubeadm_version" = "$TARGET_VERSION" ]; then
   ok "kubeadm at $TARGET_VERSION"
 else
   kube_packages_install "$TARGET_VERSION" kubeadm
-  kube_packages_hold kubeadm
-  changed "kubeadm $TARGET_VERSION installed (held)"
+  changed "kubeadm $TARGET_VERSION installed"
+fi
+kube_packages_hold kubeadm
+at_target=$(lines_matching "kube-apiserver:v$TARGET_VERSION\$" /etc/kubernetes/manifests/kube-apiserver.yaml)
+if [ -n "$at_target" ]; then
+  ok "$NODE_NAME: control plane at $TARGET_VERSION"
+  exit 0
 fi
 log=$UPGRADE_LOG_DIR/kubeadm-upgrade.log
 cluster_version=""
