@@ -333,7 +333,11 @@ def test_a_look_without_its_summary_line_warns_and_does_not_fail_the_up(tmp_path
     with caplog.at_level(logging.WARNING):
         run = run_with_preflight(gpu_values(), stdout)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert [w for w in warnings if w.startswith("gpu preflight: w-1: the look for GPUs printed no summary")], warnings
+    assert [
+        w
+        for w in warnings
+        if w.startswith("mlcluster:nodes[1]: gpu preflight: w-1: the look for GPUs printed no summary")
+    ], warnings
     assert release_values(run)["driver"]["enabled"] is True
 
 

@@ -56,6 +56,10 @@ def gpu_team(name: str, gpus: int, flavor: str = FLAVOR, resource: str = "nvidia
     }
 
 
+GPU_DEPLOYMENT = {"name": "tgi", "image": "registry.example/tgi:1", "gpus": 2}
+"""A GPU inference Deployment outside Kueue (minReplicas 1: it always holds 2 GPUs)."""
+
+
 def lab(
     teams: list[dict[str, Any]],
     *,
@@ -134,6 +138,21 @@ INVENTORY_CASES = {
         lab([gpu_team("llm", 16), gpu_team("vision", 8)]),
         [],
         ["8 of the 32 nvidia.com/gpu of flavor h100-sxm-80gb (4 nodes × 8 H100-SXM-80GB) are in no team's"],
+    ),
+    "30 of 32 in quotas, 2 held by a Deployment outside Kueue: every GPU accounted for, no warning": (
+        {**lab([gpu_team("llm", 30)]), "kserve": {"enabled": True, "deployments": [GPU_DEPLOYMENT]}},
+        [],
+        [],
+    ),
+    "32 of 32 in quotas and 2 held outside: one warning, to lower the quotas by 2 (not also 'unused')": (
+        {**lab([gpu_team("llm", 32)]), "kserve": {"enabled": True, "deployments": [GPU_DEPLOYMENT]}},
+        [],
+        ["quotas promise 32 of the 32 GPUs, but 2 are held outside Kueue (deployment tgi 2)"],
+    ),
+    "24 of 32 and 2 held outside: 6 unused, the 2 named": (
+        {**lab([gpu_team("llm", 24)]), "kserve": {"enabled": True, "deployments": [GPU_DEPLOYMENT]}},
+        [],
+        ["6 of the 32 nvidia.com/gpu of flavor h100-sxm-80gb (4 nodes × 8 H100-SXM-80GB), besides 2 held by pods"],
     ),
     "time-slicing 4 (cluster default): 128 devices, 64+64 fits": (
         lab([gpu_team("llm", 64), gpu_team("vision", 64)], gpu_operator={"timeSlicingReplicas": 4}),
@@ -599,6 +618,8 @@ def test_preview_shows_the_inventory_warnings(run_stack, caplog) -> None:
     with caplog.at_level("WARNING"):
         run_stack(values=values, secret=secret)
     assert any(
-        "mlcluster:kueue.teams: 8 of the 32 nvidia.com/gpu of flavor h100-sxm-80gb" in record.getMessage()
+        # 8 not in quotas, 2 of them held by the example's inference (chat-tgi, chat) outside Kueue.
+        "mlcluster:kueue.teams: 6 of the 32 nvidia.com/gpu of flavor h100-sxm-80gb" in record.getMessage()
+        and "besides 2 held by pods outside Kueue" in record.getMessage()
         for record in caplog.records
     ), [r.getMessage() for r in caplog.records]

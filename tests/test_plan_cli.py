@@ -154,8 +154,11 @@ def test_the_plan_reports_certificate_days_from_the_deployed_stacks_outputs(tmp_
     outputs.write_text(json.dumps({"certificates": {"renewBefore": "", "notAfter": {"lab-1": {"apiserver": soon}}}}))
     due = plan("--stack", "lab", "--out", str(tmp_path / "due"), "--stack-outputs", str(outputs))
     assert due.returncode == 0, due.stderr
-    assert "warning: certificates: 20 days left: apiserver on lab-1" in due.stderr
-    steps = {r["name"]: r for r in json.loads((tmp_path / "due" / "plan.json").read_text())["resources"]}
+    warning = "mlcluster:certificates.renewBeforeDays: 20 days left: apiserver on lab-1"
+    assert f"warning: {warning}" in due.stderr
+    document = json.loads((tmp_path / "due" / "plan.json").read_text())
+    assert [w for w in document["warnings"] if w.startswith(warning)], document["warnings"]
+    steps = {r["name"]: r for r in document["resources"]}
     # The step names the renewal date (a UTC midnight), so `up` runs it.
     assert re.search(r"RENEW_BEFORE=\d{4}-\d\d-\d\dT00:00:00Z\n", steps["lab-1-certificates"]["inputs"]["create"])
     outputs.write_text("not json")

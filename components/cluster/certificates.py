@@ -17,6 +17,7 @@ from pulumi_command import remote
 
 from ..config.spec import Spec
 from ..render.certificates import OUTPUT, Decision, certificates_step, decide, record_from_output, record_output
+from ..warnings import warn
 from . import clock
 from .node_command import step_command
 
@@ -64,6 +65,6 @@ class Certificates(pulumi.ComponentResource):
 
     def _report(self, decision: Decision) -> None:
         if decision.warn:
-            pulumi.log.warn(decision.message, resource=self)
+            warn("certificates.renewBeforeDays", decision.message.removeprefix("certificates: "), resource=self)
         else:
             pulumi.log.info(decision.message, resource=self)

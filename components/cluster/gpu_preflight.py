@@ -19,8 +19,13 @@ from ..render.gpu_operator import (
     preflight_step,
 )
 from ..render.shell import split_output
+from ..warnings import warn
 from .node_command import step_command
 from .node_scripts import NodeScripts
+
+
+def node_path(spec: Spec, node: NodeSpec) -> str:
+    return f"nodes[{spec.nodes.index(node)}]"
 
 
 class GpuPreflight(pulumi.ComponentResource):
@@ -60,7 +65,7 @@ def _parse_and_report(spec: Spec, stdouts: dict[str, str]) -> dict[str, Prefligh
     for line in infos:
         pulumi.log.info(f"gpu preflight: {line}")
     for line in warnings:
-        pulumi.log.warn(f"gpu preflight: {line}")
+        warn("nodes", f"gpu preflight: {line}")
     for mode, nodes in decided.items():
         if nodes:
             pulumi.log.info(f"gpu preflight: driver {mode} on {', '.join(nodes)}")
@@ -79,10 +84,14 @@ def report_undeclared_gpus(spec: Spec, node: NodeSpec, preparation: remote.Comma
             result = parse_preflight(look)
         except ValueError as error:
             # Only a warning reads this: an unreadable look must not fail the `up` after the node was prepared.
-            pulumi.log.warn(f"gpu preflight: {node.name}: the look for GPUs printed no summary ({error})", preparation)
+            warn(
+                node_path(spec, node),
+                f"gpu preflight: {node.name}: the look for GPUs printed no summary ({error})",
+                preparation,
+            )
             return
         _, _, warnings = preflight_report(spec, {node.name: result})
         for line in warnings:
-            pulumi.log.warn(f"gpu preflight: {line}", resource=preparation)
+            warn(node_path(spec, node), f"gpu preflight: {line}", resource=preparation)
 
     return preparation.stdout.apply(report)

@@ -18,6 +18,7 @@ from ..render.gpu_operator import looks_in_preparation
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.kubeconfig import kubeconfig_reaching
 from ..render.kubelet_placement import spec_warnings
+from ..warnings import warn
 from .certificates import Certificates
 from .cluster_care import ClusterCare
 from .control_plane import FirstControlPlane
@@ -50,7 +51,7 @@ class KubeadmCluster(pulumi.ComponentResource):
         super().__init__("mlcluster:kubeadm_cluster:KubeadmCluster", spec.cluster.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         for warning in spec_warnings(spec):
-            pulumi.log.warn(f"mlcluster:{warning.path}: {warning.message}", resource=self)
+            warn(warning.path, warning.message, resource=self)
         preflights = preflight.commands if preflight is not None else {}
         prepared: dict[str, remote.Command] = {}
         for node in spec.nodes:

@@ -157,11 +157,18 @@ def check_inventory(spec: Spec, problems: Problems) -> None:
                     )
                     continue
                 asked[(flavor.name, resource)].append((team.name, devices))
+    # GPUs that pods outside Kueue hold are spoken for: not "in no team's quota" (one count for both checks).
+    outside = sum(unqueued_gpus(spec).values())
     for flavor in flavors.values():
         if flavor.unchecked:
             continue
         for resource in sorted(flavor.capacity):
-            _compare(flavor, resource, asked.get((flavor.name, resource), []), kueue.cohort, problems)
+            teams = asked.get((flavor.name, resource), [])
+            held = 0
+            if resource == GPU_RESOURCE:
+                held = min(outside, max(flavor.capacity[resource] - sum(d for _, d in teams), 0))
+                outside -= held
+            _compare(flavor, resource, teams, kueue.cohort, problems, held_outside=held)
     _check_unqueued(spec, flavors, asked, problems)
 
 
@@ -208,6 +215,8 @@ def _compare(
     teams: list[tuple[str, int]],
     cohort: str | None,
     problems: Problems,
+    *,
+    held_outside: int = 0,
 ) -> None:
     capacity = flavor.capacity[resource]
     total = sum(devices for _, devices in teams)
@@ -225,10 +234,11 @@ def _compare(
                 "kueue.teams",
                 f"{head}: cohort {cohort} may admit workloads whose pods then wait for {total - capacity} devices",
             )
-    elif total < capacity:
+    elif total + held_outside < capacity:
+        besides = f", besides {held_outside} held by pods outside Kueue," if held_outside else ""
         problems.warn(
             "kueue.teams",
-            f"{capacity - total} of the {capacity} {resource} of flavor {flavor.name} ({flavor.explain(resource)})"
-            " are in no team's nominal quota"
+            f"{capacity - total - held_outside} of the {capacity} {resource} of flavor {flavor.name}"
+            f" ({flavor.explain(resource)}){besides} are in no team's nominal quota"
             + (": no team can use them without a cohort" if cohort is None else f": cohort {cohort} cannot lend them"),
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from ..warnings import given
 from .schema import (
     NAMESPACE,
     ConfigError,
@@ -102,7 +103,7 @@ def spec_from_pulumi() -> Spec:
         lambda path: is_secret_key(top_level_key(path)) and not (plaintext and plaintext.plaintext_at(path)),
     )
     for warning in warnings:
-        pulumi.log.warn(str(warning))
+        given(str(warning))
     return spec
 
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
 from ..config.spec import Spec
-from ..render.kubelet_placement import spec_warnings
 from .diff import diff_plans, load_plan, render
 from .engine import PROJECT_ROOT, PreviewMocks, run_program
 from .writer import write_plan
@@ -114,8 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     stack_file, spec = read
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
-    for warning in spec_warnings(spec):
-        print(f"warning: mlcluster:{warning.path}: {warning.message}", file=sys.stderr)
     previous: dict[str, object] = {}
     if args.stack_outputs is not None:
         try:
@@ -132,9 +129,11 @@ def main(argv: list[str] | None = None) -> int:
             " [computed] or [secret] here; `pulumi preview` reads them",
             file=sys.stderr,
         )
-    # What the program itself reports (the certificates' days left); the spec's warnings are printed above.
+    # Every warning the program gave (components/warnings.py), once each, then what else it logged.
+    for warning in run.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for level, message in said:
-        if not message.startswith("mlcluster:"):
+        if message not in run.warnings:
             print(f"{level}: {message}", file=sys.stderr)
     text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
     elapsed = time.perf_counter() - started

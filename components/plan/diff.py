@@ -94,6 +94,10 @@ class PlanDiff:
     outputs: list[KeyChange]
     placement: dict[str, list[KeyChange]] = field(default_factory=dict)
     """Per node: changed connection facts (host, port, user, hostKey, bastion.*)."""
+    warnings: list[str] = field(default_factory=list)
+    """Every warning of the new plan: a review shows them whatever changed."""
+    new_warnings: list[str] = field(default_factory=list)
+    """Those the earlier plan did not have."""
 
     @property
     def empty(self) -> bool:
@@ -342,7 +346,17 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
             if keys:
                 resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", "changed", keys))
     outputs = key_changes(old.get("outputs") or {}, new.get("outputs") or {})
-    return PlanDiff(steps, releases, resources, outputs, placement_changes(old, new))
+    warnings = [str(w) for w in new.get("warnings") or []]
+    earlier = {str(w) for w in old.get("warnings") or []}
+    return PlanDiff(
+        steps,
+        releases,
+        resources,
+        outputs,
+        placement_changes(old, new),
+        warnings,
+        [w for w in warnings if w not in earlier],
+    )
 
 
 NEWER_FACTS = ("auth",)
@@ -379,9 +393,12 @@ _MARK = {"added": "+", "removed": "-", "re-runs": "~", "replaced": "±", "change
 
 
 def render(diff: PlanDiff, title: str = "plan diff") -> str:
+    warnings = [f"  {'+' if w in diff.new_warnings else ' '} {w}" for w in diff.warnings]
+    if warnings:
+        warnings = ["", f"warnings ({len(diff.warnings)}, {len(diff.new_warnings)} new: +)", *warnings]
     if diff.empty:
-        return f"{title}: no changes"
-    lines = [f"{title}:"]
+        return "\n".join([f"{title}: no changes", *warnings])
+    lines = [f"{title}:", *warnings]
     if diff.placement:
         lines += ["", "placement (where the steps run: SSH target, user, bastion, pinned host key)"]
         for node, keys in diff.placement.items():

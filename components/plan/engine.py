@@ -28,6 +28,8 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 
+from .. import warnings as given_warnings
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = PROJECT_ROOT / "__main__.py"
 SECRET = "[secret]"
@@ -238,6 +240,8 @@ class ProgramRun:
     outputs: dict[str, OutputValue]
     monitor: RecordingMonitor
     error: BaseException | None = None
+    warnings: list[str] = field(default_factory=list)
+    """Every warning the program gave (components/warnings.py), once each, in order."""
 
 
 async def _resolve(value: Any) -> OutputValue:
@@ -379,6 +383,7 @@ def run_program(
 
         loop.set_default_executor(ThreadPoolExecutor(max_workers=max_workers, initializer=give_thread_a_loop))
         set_all_config(dict(config), list(secret_keys))
+        given_warnings.take()  # what an earlier run in this process gave is not this run's
         monitor = RecordingMonitor(mocks or PreviewMocks())
         if on_start is not None:
             on_start(monitor)
@@ -412,7 +417,7 @@ def run_program(
                 raise
             # An export that fails in a run that did not is a program error: raised, not left out.
             monitor.stack_outputs = loop.run_until_complete(_exports(get_root_resource()))
-            return ProgramRun(list(monitor.recorded), monitor.stack_outputs, monitor)
+            return ProgramRun(list(monitor.recorded), monitor.stack_outputs, monitor, warnings=given_warnings.take())
         finally:
             loop.run_until_complete(loop.shutdown_default_executor())
             for thread_loop in thread_loops:

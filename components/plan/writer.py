@@ -19,7 +19,7 @@ from ..config.spec import Spec
 from ..render import kubeadm, yaml_text
 from ..render.containerd import containerd_config_toml
 from ..render.kubelet import kubelet_configuration
-from ..render.kubelet_placement import parse_minor, spec_warnings
+from ..render.kubelet_placement import parse_minor
 from ..render.shell import expand_stored, script_of_command, split_parts, store_catalog, stored_files_of
 from .engine import ProgramRun, RecordedResource
 
@@ -141,7 +141,7 @@ def plan_document(
     return {
         "project": project,
         "stack": stack,
-        "warnings": [f"mlcluster:{w.path}: {w.message}" for w in spec_warnings(spec)] if spec else [],
+        "warnings": list(run.warnings),
         "placement": dict(sorted(placement.items())),
         "resources": resources,
         "outputs": {k: v.for_plan() for k, v in run.outputs.items()},

@@ -32,6 +32,7 @@ from ..render.gpu_operator import (
     planned_gpu_labels,
     waits_on_preflight,
 )
+from ..warnings import given
 from .platform_layer import PlatformLayer
 
 
@@ -56,7 +57,7 @@ class GpuOperator(PlatformLayer):
         preflight = self.preflight
         nodes = gpu_nodes(spec) if spec.cluster.mode == "kubeadm" else ()
         for warning in config_warnings(spec):
-            pulumi.log.warn(warning, resource=self)
+            given(warning, resource=self)
 
         def modes_from(results: Mapping[str, PreflightResult] | None) -> dict[str, DriverMode]:
             return {n.name: node_driver_mode(spec, n, (results or {}).get(n.name)) for n in nodes}

@@ -11,6 +11,7 @@ from ..config.kueue_inventory import check_inventory, gpu_flavors
 from ..config.schema import Problems
 from ..config.spec import Spec
 from ..render.kueue import kueue_objects, kueue_release
+from ..warnings import given
 from .kubernetes_object import resource_name
 from .platform_layer import PlatformLayer
 
@@ -26,7 +27,7 @@ class Kueue(PlatformLayer):
         spec.kueue.validate("kueue", problems)
         check_inventory(spec, problems)
         for warning in problems.warnings:
-            pulumi.log.warn(str(warning), resource=self)
+            given(str(warning), resource=self)
         self.objects: dict[str, pulumi.CustomResource] = {}
         namespaces: dict[str, pulumi.CustomResource] = {}
         for manifest in kueue_objects(spec):

@@ -68,8 +68,14 @@ def certificate_calls(hosts: Fleet, since: float) -> list[str]:
     return [row for _, row in sorted(rows)]
 
 
+WARNED = "mlcluster:certificates.renewBeforeDays: "
+"""How the certificates' warnings start (components/warnings.py): the key they are about."""
+
+
 def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("certificates:")]
+    """What the certificates reported, warnings and notes alike, as `certificates: …`."""
+    said = [r.getMessage() for r in caplog.records]
+    return [m.replace(WARNED, "certificates: ", 1) for m in said if m.startswith(("certificates:", WARNED))]
 
 
 def test_twenty_days_left_renews_and_the_provider_gets_the_renewed_kubeconfig(fleet, fleet_engine, caplog) -> None:
