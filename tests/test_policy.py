@@ -289,12 +289,18 @@ def test_cloud_stack_passes_and_node_policies_do_not_apply() -> None:
         outcome = check(name, resources)
         assert outcome.violations == [], (name, outcome.violations)
     assert check("first-control-plane-protected", resources).not_applicable
-    queues = [*resources, H100, cluster_queue("team-a", 8)]
+    # Without a declared GPU inventory (the example declares its L4 pool) the quota check needs the policy config.
+    queues = [*program("cloud", undeclared_inventory), H100, cluster_queue("team-a", 8)]
     assert "gpuInventory" in str(check("kueue-quotas-within-inventory", queues).not_applicable)
     configured = check("kueue-quotas-within-inventory", queues, {"gpuInventory": {"h100": 4}})
     assert configured.violations == [
         "stack: ClusterQueues give flavor h100 8 nvidia.com/gpu of nominal quota, but its nodes have 4"
     ]
+
+
+def undeclared_inventory(values: dict[str, Any]) -> None:
+    values.pop("workloads")  # they need a team queue
+    values["kueue"] = {"enabled": True}
 
 
 def declare_h100s(values: dict[str, Any]) -> None:

@@ -425,8 +425,9 @@ def test_workloads_cli_prints_what_the_program_creates(capsys: pytest.CaptureFix
     assert documents[0]["spec"]["backoffLimit"] == 2 and isinstance(documents[0]["spec"]["backoffLimit"], int)
     assert main(["--stack", "cloud"]) == 0
     cloud = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert cloud[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-workloads"}}
-    assert cloud[1:] == workload_manifests(stack_spec("cloud"))
+    # ml-workloads is the Kueue team ml's namespace: the Kueue layer creates it, so it is not printed.
+    assert cloud == workload_manifests(stack_spec("cloud")) and "Namespace" not in [d["kind"] for d in cloud]
+    assert "kueue.x-k8s.io/queue-name: ml\n" in yaml.safe_dump_all(cloud)
 
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text("config:\n  mlcluster:kubernetesVersion: 1.30.0\n  mlcluster:cluster: {mode: existing}\n")
@@ -446,6 +447,20 @@ TEAM_QUEUE_RULES: list[tuple[dict[str, Any], str]] = [
         " Kueue layer",
     ),
 ]
+
+
+@pytest.mark.parametrize("stack", ["onprem", "cloud"])
+def test_workloads_with_kueue_and_no_team_are_refused_in_every_mode(stack: str) -> None:
+    """Kueue on, no team: no LocalQueue exists, so a labelled job would wait forever (the cloud example did)."""
+    values, secret = stack_values(stack)
+    values = copy.deepcopy(values)
+    values["kueue"] = {**values["kueue"], "teams": []}
+    values["workloads"] = {**values["workloads"], "createNamespace": True, "yoloPredict": True}
+    found = errors_of(values, tuple(secret))
+    assert any(
+        e.startswith("mlcluster:workloads.queueName: ") and "kueue.teams is empty, so the stack creates none" in e
+        for e in found
+    ), found
 
 
 @pytest.mark.parametrize(("change", "expected"), TEAM_QUEUE_RULES, ids=["queue", "namespace"])

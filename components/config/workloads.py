@@ -132,7 +132,7 @@ def validate_training(spec: Spec, problems: Problems) -> None:
                     f"workloads.{key}",
                     "asks for nvidia.com/gpu but no node in nodes has a gpu section: it would never start",
                 )
-    if spec.kueue.enabled and spec.kueue.teams and workloads.any_enabled:
+    if spec.kueue.enabled and workloads.any_enabled:
         _validate_team_queue(spec, problems)
     training = workloads.training
     if training.enabled:
@@ -143,7 +143,16 @@ def _validate_team_queue(spec: Spec, problems: Problems) -> None:
     """The queue label must name a LocalQueue the Kueue layer creates, or the jobs wait forever."""
     workloads = spec.workloads
     queues = {(team.queue_namespace, team.name) for team in spec.kueue.teams}
-    if (workloads.namespace, workloads.queue_name) not in queues:
+    if not queues:
+        # Kueue labels the jobs with the queue, and Kueue holds a job whose LocalQueue does not exist forever.
+        problems.error(
+            "workloads.queueName",
+            f'"{workloads.queue_name}" names a LocalQueue, but kueue.teams is empty, so the stack creates none and'
+            " the jobs would never be admitted: add a team (its LocalQueue is named after it, in its namespace;"
+            f' e.g. name: {workloads.queue_name}, namespace: {workloads.namespace}, with a quota) or set'
+            " kueue.enabled: false",
+        )
+    elif (workloads.namespace, workloads.queue_name) not in queues:
         known = ", ".join(f"{name} in {namespace}" for namespace, name in sorted(queues))
         problems.error(
             "workloads.queueName",
