@@ -252,6 +252,10 @@ def test_compare_cli(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = result.stdout[result.stdout.index(f"changes since {old}") :]
     assert "  gpu-2\n    ~ kubeadm-join" in report and ",team=vision" in report
+    # The re-run is stated with what it does on a joined node: nothing reaches the Node.
+    assert "re-runs: script changed; a joined node only reports 'already joined': changed labels" in report
+    # The example's warning is listed (not new: the earlier plan has it too).
+    assert "warnings (1, 0 new: +)\n    mlcluster:kueue.teams: " in report
     assert "~ gpu-operator" in report and "~ version: v26.7.0 -> v26.7.1" in report
     assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s), 0 added, 0 removed; 1 release(s) change" in report
     assert json.loads((new / "plan.json").read_text())["stack"] == "changed"

@@ -209,6 +209,19 @@ def _on_removal(resource: Mapping[str, Any]) -> str:
     return "it has no on-delete script: nothing runs"
 
 
+ONCE_ONLY = {
+    "kubeadm-init": (
+        "an initialised control plane only rewrites its kubeadm config file, which kubeadm does not read again"
+        " (the kubelet settings reach nodes through kubelet-tuning; other ClusterConfiguration changes are not applied)"
+    ),
+    "kubeadm-join": (
+        "a joined node only reports 'already joined': changed labels or taints do not reach its Node"
+        " (kubectl label / kubectl taint it until day-2 reconciliation lands)"
+    ),
+}
+"""What a re-run of a once-only step does on a node where it already ran: the diff says so beside the re-run."""
+
+
 def _step_change(
     old: Mapping[str, Any], new: Mapping[str, Any], catalogs: tuple[Catalog, Catalog] = ({}, {})
 ) -> StepChange | None:
@@ -236,6 +249,8 @@ def _step_change(
         return StepChange(node, step, "re-runs", "the scripts changed: the node's copy gets the new files (none go)")
     if changed - {"delete"}:
         why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
+        if step in ONCE_ONLY and "create" in changed:
+            why += f"; {ONCE_ONLY[step]}"
         parts = part_changes(old_inputs.get("create"), new_inputs.get("create"), catalogs)
         if parts:
             why += f" in {', '.join(parts)}; the whole command re-runs (each step in it checks before it acts)"
