@@ -27,6 +27,7 @@ from components.platform.workloads import Workloads
 from components.render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from components.render.gpu_operator import preflight_runs
 from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
+from components.render.upgrade import VERSION_OUTPUT
 
 try:
     spec = spec_from_pulumi()
@@ -83,4 +84,5 @@ if isinstance(cluster, KubeadmCluster):
     # Read back by the next run (a preview included) for the days left: components/render/certificates.py.
     pulumi.export(CERTIFICATES_OUTPUT, cluster.certificates.record)
     pulumi.export(JOIN_CREDENTIALS_OUTPUT, cluster.join_record)
+    pulumi.export(VERSION_OUTPUT, cluster.version_record)
 pulumi.export("nodes", [node.name for node in spec.nodes])

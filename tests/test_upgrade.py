@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,9 +13,17 @@ from components.config.spec import Spec
 from components.render.etcd_snapshots import timer_step
 from components.render.node_steps import prepare_steps
 from components.render.shell import split_parts
-from components.render.upgrade import CONTROL_PLANE_COMPONENTS, Versions, simulate, skew_problems, upgrade_steps
+from components.render.upgrade import (
+    CONTROL_PLANE_COMPONENTS,
+    VERSION_OUTPUT,
+    Versions,
+    simulate,
+    skew_problems,
+    upgrade_steps,
+    version_change_problem,
+)
 
-from .conftest import load_spec, stack_values
+from .conftest import PROJECT, load_spec, stack_values
 from .test_config_validation import HOST_KEY
 
 
@@ -179,3 +188,44 @@ def test_the_upgrade_starts_after_every_node_checked_its_own_repository(run_stac
     for node in spec.nodes:
         [packages] = [s for s in prepare_steps(spec, node) if s.name == "kube-packages"]
         assert packages.settings["NODE_NAME"] == node.name
+
+
+VERSION_CHANGES = [
+    # (the last successful up's version as its output recorded it, kubernetesVersion, the refusal's start or None)
+    (None, "1.36.0", None),  # never deployed (or a release that did not record it): nothing to compare
+    ({"not": "a version"}, "1.36.0", None),
+    ("1.34.2", "1.34.2", None),
+    ("1.34.2", "1.34.3", None),
+    ("1.34.2", "1.35.0", None),
+    ("1.34.2", "1.36.0", "mlcluster:kubernetesVersion: 1.36.0 skips a minor: the cluster runs 1.34.2"),
+    ("1.34.2", "1.33.9", "mlcluster:kubernetesVersion: 1.33.9 is older than the cluster's 1.34.2"),
+    ("1.34.2", "1.34.1", "mlcluster:kubernetesVersion: 1.34.1 is older than the cluster's 1.34.2"),
+    ("1.34.2", "2.0.0", "mlcluster:kubernetesVersion: 2.0.0 changes the major version"),
+]
+
+
+@pytest.mark.parametrize(("recorded", "wanted", "refusal"), VERSION_CHANGES)
+def test_a_version_the_cluster_cannot_go_to_is_refused_at_plan_time(recorded, wanted, refusal) -> None:
+    """upgrade-preflight.sh's rules, decided from the last successful up's recorded version before any node."""
+    problem = version_change_problem(recorded, wanted)
+    assert (problem is None) == (refusal is None), problem
+    if refusal is not None:
+        assert problem is not None and problem.startswith(refusal), problem
+
+
+def test_the_offline_plan_refuses_a_skipped_minor_against_the_deployed_version(tmp_path) -> None:
+    import yaml
+
+    from components.plan.__main__ import main as plan_main
+
+    stack = yaml.safe_load((PROJECT / "stacks" / "Pulumi.lab.yaml").read_text())
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({VERSION_OUTPUT: "1.34.2"}))
+    for version, code in (("1.36.0", 2), ("1.35.0", 0)):
+        stack["config"]["mlcluster:kubernetesVersion"] = version
+        path = tmp_path / f"Pulumi.v{version.replace('.', '-')}.yaml"
+        path.write_text(yaml.safe_dump(stack))
+        assert (
+            plan_main(["--stack-file", str(path), "--out", str(tmp_path / version), "--stack-outputs", str(outputs)])
+            == code
+        )

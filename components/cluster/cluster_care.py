@@ -73,4 +73,6 @@ class ClusterCare(pulumi.ComponentResource):
                 )
                 current.append(command)
             previous = current
+        self.upgraded: list[pulumi.CustomResource] = [c for c in previous if isinstance(c, pulumi.CustomResource)]
+        """The last stage's steps: once they succeeded, every node runs kubernetesVersion."""
         self.register_outputs({})

@@ -9,6 +9,8 @@ minted again whenever a join could otherwise read expired ones (components/clust
 
 from __future__ import annotations
 
+from functools import partial
+
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_command import remote
@@ -18,6 +20,7 @@ from ..render.gpu_operator import looks_in_preparation
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.kubeconfig import kubeconfig_reaching
 from ..render.kubelet_placement import spec_warnings
+from ..render.upgrade import VERSION_OUTPUT, version_change_problem
 from ..warnings import warn
 from .certificates import Certificates
 from .cluster_care import ClusterCare
@@ -98,7 +101,11 @@ class KubeadmCluster(pulumi.ComponentResource):
 
         # Upgrades, each node's kubelet command (day-2 tuning restarts batch by batch) and etcd snapshots, once
         # every node is in the cluster.
-        ClusterCare(spec, self._members(control_plane, joins), opts=child)
+        care = ClusterCare(spec, self._members(control_plane, joins), opts=child)
+        # The version every node runs, exported once the last upgrade stage succeeded (a failed up keeps the one
+        # before); a version the cluster cannot go to from it is refused here, at preview, naming the key.
+        checked = previous.get_output(VERSION_OUTPUT).apply(partial(_refuse_version_change, spec.kubernetes_version))
+        self.version_record = pulumi.Output.all(checked, *(step.id for step in care.upgraded)).apply(lambda v: v[0])
 
         self.kubeconfig = control_plane.kubeconfig
         api_address = spec.cluster.api_address
@@ -120,3 +127,10 @@ class KubeadmCluster(pulumi.ComponentResource):
     def _members(control_plane: FirstControlPlane, joins: dict[str, NodeJoin]) -> dict[str, pulumi.Resource]:
         """Each node's resource after which it is in the cluster."""
         return {control_plane.node.name: control_plane.init, **{n: j.join for n, j in joins.items()}}
+
+
+def _refuse_version_change(wanted: str, recorded: object) -> str:
+    problem = version_change_problem(recorded, wanted)
+    if problem is not None:
+        raise pulumi.RunError(problem)
+    return wanted

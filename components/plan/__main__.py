@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pulumi
+
 from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
 from ..config.spec import Spec
@@ -122,7 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     mocks = PreviewMocks(previous)
     with program_messages() as said:
-        run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, mocks=mocks)
+        try:
+            run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, mocks=mocks)
+        except pulumi.RunError as refused:
+            # What the program refuses at preview (a version the cluster cannot go to), as the CLI prints it.
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     for other in dict.fromkeys(mocks.other_stacks):
         print(
             f"note: stack {other} (a StackReference) cannot be read offline: what comes from its outputs is"

@@ -30,6 +30,7 @@ resumes where it stopped on the next `up`. Packages stay held (DEB) / excluded (
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -188,6 +189,37 @@ Versions = dict[tuple[str, str], tuple[int, int]]
 kube-scheduler on control planes, kubelet on every node."""
 
 CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+VERSION_OUTPUT = "kubernetesVersion"
+"""The stack output with the version the last successful `up` brought every node to (exported once every upgrade
+step succeeded): what a preview checks a new kubernetesVersion against."""
+
+
+def version_change_problem(recorded: object, wanted: str) -> str | None:
+    """Why the cluster cannot go from `recorded` (the last successful `up`'s version; anything but a version before
+    the first one) to `wanted`, by upgrade-preflight.sh's rules (one minor at a time, never down), or None. The
+    same refusal as that step's, at plan time: a preview refuses before any node is touched."""
+    if not isinstance(recorded, str) or not re.fullmatch(r"\d+\.\d+\.\d+", recorded):
+        return None
+    if not re.fullmatch(r"\d+\.\d+\.\d+", wanted) or wanted == recorded:
+        return None
+    old = tuple(int(part) for part in recorded.split("."))
+    new = tuple(int(part) for part in wanted.split("."))
+    key = "mlcluster:kubernetesVersion"
+    if new[0] != old[0]:
+        return f"{key}: {wanted} changes the major version of the cluster ({recorded}, the last successful up)"
+    if new < old:
+        return (
+            f"{key}: {wanted} is older than the cluster's {recorded} (the last successful up): downgrades are not"
+            " supported (restore an etcd snapshot instead, docs/cluster-care.md)"
+        )
+    if new[1] > old[1] + 1:
+        return (
+            f"{key}: {wanted} skips a minor: the cluster runs {recorded} (the last successful up); upgrade to"
+            f" {old[0]}.{old[1] + 1}.x first (one minor at a time)"
+        )
+    return None
 
 
 def skew_problems(versions: Versions) -> list[str]:
