@@ -164,3 +164,33 @@ def test_the_plan_reports_certificate_days_from_the_deployed_stacks_outputs(tmp_
     outputs.write_text("not json")
     broken = plan("--stack", "lab", "--out", str(tmp_path / "broken"), "--stack-outputs", str(outputs))
     assert broken.returncode == 2 and "--stack-outputs" in broken.stderr
+
+
+WRONG_SHAPES = [
+    # Each was read as "no record yet" before: a renewal due in 20 days went unsaid.
+    ('[{"certificates": {}}]', "is list, not an object of outputs"),
+    ('{"certificates": {"lab-1": {"apiserver": "2027-01-01T00:00:00Z"}}}', "output 'certificates' is not what"),
+    ('{"joinCredentials": "2026-12-03"}', "output 'joinCredentials' is not what"),
+    ('{"kubernetesVersion": "v1.34"}', "output 'kubernetesVersion' is not what"),
+]
+
+
+def test_stack_outputs_of_a_wrong_shape_are_an_error_that_says_the_format(tmp_path: Path) -> None:
+    from components.plan.__main__ import stack_outputs_problems
+
+    for text, expected in WRONG_SHAPES:
+        problems = stack_outputs_problems(json.loads(text))
+        assert len(problems) == 1 and problems[0].startswith(expected), (text, problems)
+        assert '"notAfter": {node: {certificate: date}}' in problems[0]
+    # What the program exports passes, and outputs it does not read are left alone.
+    exported = {
+        "kubeconfig": "[secret]",
+        "certificates": {"renewBefore": "", "notAfter": {"lab-1": {"apiserver": "2027-01-01T00:00:00Z"}}},
+        "joinCredentials": {"mintedFor": "2026-12-03", "nodes": []},
+        "kubernetesVersion": "1.34.2",
+    }
+    assert stack_outputs_problems(exported) == []
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(WRONG_SHAPES[1][0])
+    refused = plan("--stack", "lab", "--out", str(tmp_path / "plan"), "--stack-outputs", str(outputs))
+    assert refused.returncode == 2 and "output 'certificates' is not what this program exports" in refused.stderr

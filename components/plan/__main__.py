@@ -19,14 +19,20 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulumi
 
+from ..config import checks
 from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
 from ..config.spec import Spec
+from ..render.certificates import OUTPUT as CERTIFICATES_OUTPUT
+from ..render.certificates import record_from_output as certificates_record
+from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
+from ..render.join_credentials import record_from_output as join_record
+from ..render.upgrade import VERSION_OUTPUT
 from .diff import diff_plans, load_plan, render
 from .engine import PROJECT_ROOT, PreviewMocks, run_program
 from .writer import write_plan
@@ -65,6 +71,35 @@ def program_messages() -> Iterator[list[tuple[str, str]]]:
         root.setLevel(level)
 
 
+STACK_OUTPUTS_FORMAT = (
+    "`pulumi stack output --json` of the deployed stack: one JSON object, output name -> value; read are"
+    f' `{CERTIFICATES_OUTPUT}` ({{"renewBefore": "…", "notAfter": {{node: {{certificate: date}}}}}}),'
+    f' `{JOIN_CREDENTIALS_OUTPUT}` ({{"mintedFor": "…", "nodes": [node, …]}}) and `{VERSION_OUTPUT}`'
+    ' ("1.34.2"); the others are not read'
+)
+
+
+def _recorded_version(value: object) -> str | None:
+    return value if isinstance(value, str) and checks.k8s_version(value) is None else None
+
+
+def stack_outputs_problems(outputs: object) -> list[str]:
+    """Why a --stack-outputs document is not what `pulumi stack output --json` prints for this program: a wrong
+    shape would otherwise read as a stack never deployed ("no record yet") without a word."""
+    if not isinstance(outputs, dict):
+        return [f"is {type(outputs).__name__}, not an object of outputs ({STACK_OUTPUTS_FORMAT})"]
+    readers: dict[str, Callable[[object], object]] = {
+        CERTIFICATES_OUTPUT: certificates_record,
+        JOIN_CREDENTIALS_OUTPUT: join_record,
+        VERSION_OUTPUT: _recorded_version,
+    }
+    return [
+        f"output {name!r} is not what this program exports ({STACK_OUTPUTS_FORMAT})"
+        for name, read in readers.items()
+        if name in outputs and read(outputs[name]) is None
+    ]
+
+
 def spec_or_report(path: Path) -> tuple[StackFile, Spec] | None:
     """The stack file and its Spec, or None after printing why the file or its config is invalid to stderr."""
     if not path.is_file():
@@ -94,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stack-outputs",
         type=Path,
-        help="the deployed stack's outputs (`pulumi stack output --json`): the previous deployment the program"
-        " reads (certificate dates); without it, a stack never deployed",
+        help="the deployed stack's outputs: the previous deployment the program reads (certificate dates, join"
+        " credentials, the version every node runs); without it, a stack never deployed. Format: "
+        + STACK_OUTPUTS_FORMAT.replace("%", "%%"),
     )
     args = parser.parse_args(argv)
 
@@ -121,6 +157,11 @@ def main(argv: list[str] | None = None) -> int:
             previous = json.loads(args.stack_outputs.read_text())
         except (OSError, ValueError) as error:
             print(f"error: --stack-outputs {args.stack_outputs}: {error}", file=sys.stderr)
+            return 2
+        problems = stack_outputs_problems(previous)
+        for problem in problems:
+            print(f"error: --stack-outputs {args.stack_outputs}: {problem}", file=sys.stderr)
+        if problems:
             return 2
     mocks = PreviewMocks(previous)
     with program_messages() as said:
