@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components.cluster import clock
 from components.config.load import read_stack_file, spec_from_values
 from components.config.spec import Spec
 from components.plan.engine import COMPUTED, SECRET, ProgramRun, RecordedResource, run_program
@@ -72,7 +74,10 @@ class Run:
 
 @pytest.fixture
 def run_stack() -> Callable[..., Run]:
-    """Run `__main__.py` under mocks for an example stack (or given values); preview by default."""
+    """Run `__main__.py` under mocks for an example stack (or given values); preview by default. Every run of one
+    test reads the program's clock at one moment (the test's start): two runs compared differ by their values only,
+    even across the hour that moves the join credentials' mint window."""
+    moment = datetime.now(UTC)
 
     def run(
         stack: str = "onprem",
@@ -85,9 +90,10 @@ def run_stack() -> Callable[..., Run]:
         if values is None:
             values, secret = stack_values(stack)
         config = as_config(values)
-        return Run(
-            run_program(config, [f"mlcluster:{k}" for k in (secret or [])], stack=stack, preview=preview, **kwargs)
-        )
+        with clock.fixed_at(moment):
+            return Run(
+                run_program(config, [f"mlcluster:{k}" for k in (secret or [])], stack=stack, preview=preview, **kwargs)
+            )
 
     return run
 

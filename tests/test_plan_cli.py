@@ -70,9 +70,11 @@ def test_onprem_plan_writes_review_files(tmp_path: Path) -> None:
 
 
 def test_plan_is_the_same_every_run(tmp_path: Path) -> None:
+    """Same stack, same moment (the program's clock writes the join credentials' mint window): same files."""
     first, second = tmp_path / "a", tmp_path / "b"
-    assert plan("--stack", "onprem", "--out", str(first)).returncode == 0
-    assert plan("--stack", "onprem", "--out", str(second)).returncode == 0
+    at = ("--at", "2026-12-03T04:59:59Z")
+    assert plan("--stack", "onprem", "--out", str(first), *at).returncode == 0
+    assert plan("--stack", "onprem", "--out", str(second), *at).returncode == 0
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for relative in files:
@@ -161,6 +163,15 @@ def test_the_plan_reports_certificate_days_from_the_deployed_stacks_outputs(tmp_
     steps = {r["name"]: r for r in document["resources"]}
     # The step names the renewal date (a UTC midnight), so `up` runs it.
     assert re.search(r"RENEW_BEFORE=\d{4}-\d\d-\d\dT00:00:00Z\n", steps["lab-1-certificates"]["inputs"]["create"])
+    # Planned at a later moment (--at), the same record gives the days left then: not due today, due in 180 days.
+    later = (datetime.now(UTC) + timedelta(days=200, hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    outputs.write_text(json.dumps({"certificates": {"renewBefore": "", "notAfter": {"lab-1": {"apiserver": later}}}}))
+    today = plan("--stack", "lab", "--out", str(tmp_path / "today"), "--stack-outputs", str(outputs))
+    assert today.returncode == 0 and "info: certificates: 200 days left" in today.stderr, today.stderr
+    then = (datetime.now(UTC) + timedelta(days=180)).strftime("%Y-%m-%dT%H:%MZ")
+    ahead = plan("--stack", "lab", "--out", str(tmp_path / "ahead"), "--stack-outputs", str(outputs), "--at", then)
+    assert "warning: mlcluster:certificates.renewBeforeDays: 20 days left: apiserver on lab-1" in ahead.stderr
+    assert json.loads((tmp_path / "ahead" / "plan.json").read_text())["at"].startswith(then[:16])
     outputs.write_text("not json")
     broken = plan("--stack", "lab", "--out", str(tmp_path / "broken"), "--stack-outputs", str(outputs))
     assert broken.returncode == 2 and "--stack-outputs" in broken.stderr

@@ -240,15 +240,20 @@ def test_chart_bump_changes_one_release_and_no_node(run_stack) -> None:
     ]
 
 
+# Both plans of a comparison read the program's clock at one moment: made a second apart across an hour, the join
+# credentials' mint window would differ (test_plans_made_at_different_moments_say_so).
+AT = ("--at", "2026-12-03T04:59:30Z")
+
+
 def test_compare_cli(tmp_path: Path) -> None:
     old, new = tmp_path / "old", tmp_path / "new"
-    assert plan("--stack", "onprem", "--out", str(old)).returncode == 0
+    assert plan("--stack", "onprem", "--out", str(old), *AT).returncode == 0
     stack = yaml.safe_load((PROJECT / "stacks" / "Pulumi.onprem.yaml").read_text())
     stack["config"]["mlcluster:nodes"][6]["labels"]["team"] = "vision"
     stack["config"]["mlcluster:gpuOperator"]["version"] = "v26.7.1"
     changed = tmp_path / "Pulumi.changed.yaml"
     changed.write_text(yaml.safe_dump(stack))
-    result = plan("--stack-file", str(changed), "--out", str(new), "--compare", str(old))
+    result = plan("--stack-file", str(changed), "--out", str(new), "--compare", str(old), *AT)
     assert result.returncode == 0, result.stderr
     report = result.stdout[result.stdout.index(f"changes since {old}") :]
     assert "  gpu-2\n    ~ kubeadm-join" in report and ",team=vision" in report
@@ -260,8 +265,28 @@ def test_compare_cli(tmp_path: Path) -> None:
     assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s), 0 added, 0 removed; 1 release(s) change" in report
     assert json.loads((new / "plan.json").read_text())["stack"] == "changed"
     # Comparing a plan with itself, written over the same folder, shows nothing.
-    same = plan("--stack", "onprem", "--out", str(old), "--compare", str(old))
+    same = plan("--stack", "onprem", "--out", str(old), "--compare", str(old), *AT)
     assert same.returncode == 0 and f"changes since {old}: no changes" in same.stdout
+
+
+def test_plans_made_at_different_moments_say_so(tmp_path: Path) -> None:
+    """The onprem stack has control planes to join, so its mint window is the UTC hour: one stack planned at 04:59
+    and at 05:01 differs in join-credentials only, and the diff says the clock moved it, not the stack."""
+    early, late = tmp_path / "early", tmp_path / "late"
+    assert plan("--stack", "onprem", "--out", str(early), "--at", "2026-12-03T04:59:00Z").returncode == 0
+    result = plan("--stack", "onprem", "--out", str(late), "--at", "2026-12-03T06:01:00+01:00", "--compare", str(early))
+    assert result.returncode == 0, result.stderr
+    report = result.stdout[result.stdout.index("changes since") :]
+    assert "cp-1\n    ~ join-credentials         re-runs: script changed; its script names the mint window" in report
+    assert "(2026-12-03T04:59:00+00:00 and 2026-12-03T05:01:00+00:00)" in report
+    assert "-MINTED_FOR=2026-12-03T04\n        +MINTED_FOR=2026-12-03T05" in report
+    assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s)" in report
+    assert json.loads((late / "plan.json").read_text())["at"] == "2026-12-03T05:01:00+00:00"
+    # Within the hour the plans agree, and a moment without a UTC offset is refused (whose hour would it be?).
+    same = plan("--stack", "onprem", "--out", str(late), "--at", "2026-12-03T04:01Z", "--compare", str(early))
+    assert same.returncode == 0 and "no changes" in same.stdout
+    naive = plan("--stack", "onprem", "--out", str(tmp_path / "naive"), "--at", "2026-12-03T05:01")
+    assert naive.returncode == 2 and "has no UTC offset" in naive.stderr
 
 
 def test_compare_with_no_plan_exits_2(tmp_path: Path) -> None:

@@ -201,10 +201,14 @@ def _stack_file(tmp_path: Path, change: dict[str, Any]) -> Path:
     return path
 
 
+AT = ("--at", "2026-12-03T23:59:59Z")
+"""Every plan of this module at one moment: compared across midnight, the lab's mint window would differ."""
+
+
 @pytest.fixture(scope="module")
 def lab_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("lab") / "plan"
-    assert plan_main(["--stack-file", str(LAB), "--out", str(out)]) == 0
+    assert plan_main(["--stack-file", str(LAB), "--out", str(out), *AT]) == 0
     return out
 
 
@@ -253,7 +257,7 @@ def check_case(case: str, tmp_path: Path, lab_plan: Path, capsys: pytest.Capture
     out = tmp_path / "plan"
     capsys.readouterr()
     stack = _stack_file(tmp_path, change)
-    assert plan_main(["--stack-file", str(stack), "--out", str(out), "--compare", str(lab_plan)]) == 0
+    assert plan_main(["--stack-file", str(stack), "--out", str(out), "--compare", str(lab_plan), *AT]) == 0
     printed = capsys.readouterr()
     shown = [line.removeprefix("warning: ") for line in printed.err.splitlines() if line.startswith("warning: ")]
     matching = [w for w in shown if w.startswith(start)]

@@ -149,7 +149,7 @@ def _validate_team_queue(spec: Spec, problems: Problems) -> None:
             "workloads.queueName",
             f'"{workloads.queue_name}" names a LocalQueue, but kueue.teams is empty, so the stack creates none and'
             " the jobs would never be admitted: add a team (its LocalQueue is named after it, in its namespace;"
-            f' e.g. name: {workloads.queue_name}, namespace: {workloads.namespace}, with a quota) or set'
+            f" e.g. name: {workloads.queue_name}, namespace: {workloads.namespace}, with a quota) or set"
             " kueue.enabled: false",
         )
     elif (workloads.namespace, workloads.queue_name) not in queues:

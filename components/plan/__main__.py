@@ -5,6 +5,7 @@
     python -m components.plan --stack onprem --out build/new --compare build/old   (what changes, per node/release)
     python -m components.plan --stack onprem --stack-outputs outputs.json   (`pulumi stack output --json`: what
         the last deployment recorded, such as the certificates' dates, as a preview of that stack reads it)
+    python -m components.plan --stack onprem --at 2026-12-24T09:00Z   (the plan as the program would make it then)
 
 Exit 0 with the plan written; exit 2 with the validation report when the config is invalid.
 Secrets are never written: they appear as "[secret]", values known only after apply as "[computed]".
@@ -20,10 +21,12 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pulumi
 
+from ..cluster import clock
 from ..config import checks
 from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
 from ..config.schema import NAMESPACE, ConfigError
@@ -119,6 +122,16 @@ def spec_or_report(path: Path) -> tuple[StackFile, Spec] | None:
     return stack, spec
 
 
+def _moment(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 moment (2026-12-24T09:00Z)") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset: add Z (UTC) or +HH:MM")
+    return moment.astimezone(UTC)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
@@ -132,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the deployed stack's outputs: the previous deployment the program reads (certificate dates, join"
         " credentials, the version every node runs); without it, a stack never deployed. Format: "
         + STACK_OUTPUTS_FORMAT.replace("%", "%%"),
+    )
+    parser.add_argument(
+        "--at",
+        type=_moment,
+        help="the moment to plan for, ISO 8601 with a UTC offset (2026-12-24T09:00Z; default: now). The program's"
+        " clock counts the certificates' days left and the join credentials' mint window from it: give two plans"
+        " to compare the same --at so that only their stacks differ",
     )
     args = parser.parse_args(argv)
 
@@ -164,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             return 2
     mocks = PreviewMocks(previous)
-    with program_messages() as said:
+    at: datetime = args.at or datetime.now(UTC)
+    with program_messages() as said, clock.fixed_at(at):
         try:
             run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, mocks=mocks)
         except pulumi.RunError as refused:
@@ -183,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for level, message in said:
         if message not in run.warnings:
             print(f"{level}: {message}", file=sys.stderr)
-    text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec)
+    text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec, at=at)
     elapsed = time.perf_counter() - started
     print(text)
     print(f"\nwrote {out}/plan.json and review files in {elapsed:.2f}s")

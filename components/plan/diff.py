@@ -14,6 +14,7 @@ the private key); its non-secret facts (host, port, user, bastion, host-key fing
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import json
 import re
@@ -221,6 +222,15 @@ ONCE_ONLY = {
 }
 """What a re-run of a once-only step does on a node where it already ran: the diff says so beside the re-run."""
 
+CLOCKED = {
+    "join-credentials": (
+        "its script names the mint window (the UTC day, or hour while a control plane is to join) and the plans were"
+        " made at different moments ({old} and {new}): the window may have moved with the clock, not the stack;"
+        " give both plans the same --at to compare the stacks only"
+    ),
+}
+"""Steps whose text the program's clock writes: beside their re-run, the diff says when the plans' moments differ."""
+
 
 def _step_change(
     old: Mapping[str, Any], new: Mapping[str, Any], catalogs: tuple[Catalog, Catalog] = ({}, {})
@@ -345,6 +355,9 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
             elif now is None:
                 steps.append(StepChange(node, step, "removed", f"step removed: {_on_removal(was)}"))
             elif change := _step_change(was, now, catalogs):
+                if step in CLOCKED and change.kind == "re-runs" and old.get("at") != new.get("at"):
+                    note = CLOCKED[step].format(old=old.get("at") or "an unrecorded moment", new=new.get("at"))
+                    change = dataclasses.replace(change, why=f"{change.why}; {note}")
                 steps.append(change)
         elif resource["type"] == RELEASE:
             name = str(resource["inputs"].get("name") or resource["name"])

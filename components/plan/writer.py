@@ -12,6 +12,7 @@ import re
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,7 @@ def plan_document(
     stack: str,
     spec: Spec | None,
     ordered: list[RecordedResource] | None = None,
+    at: datetime | None = None,
 ) -> dict[str, Any]:
     """ordered: run_order(run.resources), when the caller has it already (it is a large plan's second cost)."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
@@ -141,6 +143,8 @@ def plan_document(
     return {
         "project": project,
         "stack": stack,
+        # The moment the program's clock read (certificates' days left, the join credentials' mint window).
+        "at": at.isoformat() if at is not None else None,
         "warnings": list(run.warnings),
         "placement": dict(sorted(placement.items())),
         "resources": resources,
@@ -290,13 +294,15 @@ def _manifests(resources: Iterable[RecordedResource], out: Path) -> int:
     return count
 
 
-def write_plan(run: ProgramRun, out: Path, *, project: str, stack: str, spec: Spec | None) -> str:
+def write_plan(
+    run: ProgramRun, out: Path, *, project: str, stack: str, spec: Spec | None, at: datetime | None = None
+) -> str:
     """Write every plan file under `out` (replacing what was there) and return the terminal summary."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     ordered = run_order(run.resources)
-    document = plan_document(run, project=project, stack=stack, spec=spec, ordered=ordered)
+    document = plan_document(run, project=project, stack=stack, spec=spec, ordered=ordered, at=at)
     _write(out / "plan.json", json.dumps(document, indent=2, sort_keys=False) + "\n")
     per_node = _node_scripts(ordered, spec, out, document["scripts"])
     if spec is not None:
