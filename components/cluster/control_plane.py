@@ -42,9 +42,9 @@ class FirstControlPlane(pulumi.ComponentResource):
             admin_kubeconfig_step(),
             parent=self,
             depends_on=[self.init, after],
-            # New SSH settings (user, port, key, host key, bastion) reach the same admin.conf: re-reading it
-            # would make the provider's kubeconfig unknown in the preview and show every release replaced.
-            ignore_changes=["connection"],
+            # No ignoreChanges on the connection: a renewal's re-read must dial with the stack's current SSH settings
+            # (a rotated key, a new bastion). A re-read makes the provider's kubeconfig unknown in the preview; the
+            # provider's clusterIdentifier keeps every Kubernetes resource in place.
             rendered=renewed_before.apply(admin_kubeconfig_step),
         )
         self.kubeconfig = pulumi.Output.secret(self.kubeconfig_step.stdout)

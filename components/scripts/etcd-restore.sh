@@ -14,11 +14,11 @@ if ! declare -F die >/dev/null; then
   # shellcheck source=/dev/null
   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fi
-usage="usage: etcd-restore.sh --snapshot FILE [--initial-cluster NAME=https://IP:2380,...] [--name NAME] [--peer-url URL] [--manifests DIR] | --start [--manifests DIR]"
+usage="usage: etcd-restore.sh --snapshot FILE [--initial-cluster NAME=https://IP:2380,...] [--name NAME] [--peer-url URL] [--manifests DIR] [--allow-revision-rewind] | --start [--manifests DIR]"
 INITIAL_CLUSTER=${INITIAL_CLUSTER:-}
 MANIFESTS=${MANIFESTS:-/etc/kubernetes/manifests}
 STOP_TIMEOUT_SECONDS=${STOP_TIMEOUT_SECONDS:-120}
-snapshot="" name="" peer_url="" start=false
+snapshot="" name="" peer_url="" start=false allow_rewind=false
 initial_cluster=$INITIAL_CLUSTER manifests=$MANIFESTS stop_timeout=$STOP_TIMEOUT_SECONDS
 while [ $# -gt 0 ]; do
   case $1 in
@@ -39,6 +39,10 @@ while [ $# -gt 0 ]; do
       start=true
       shift
       ;;
+    --allow-revision-rewind)
+      allow_rewind=true
+      shift
+      ;;
     -h | --help)
       echo "$usage"
       exit 0
@@ -57,7 +61,9 @@ if [ "$start" = true ]; then
   mv "$stopped"/*.yaml "$manifests"/
   rmdir "$stopped"
   changed "static pods starting: manifests back in $manifests"
-  ok "once every control plane is started: etcdctl endpoint health --cluster, then kubectl get nodes"
+  ok "once every control plane is started: etcdctl endpoint health --cluster, then kubectl get nodes; then" \
+    "restart the kubelet on every node (systemctl restart kubelet) and roll the platform's controllers" \
+    "(kubectl rollout restart deployment,daemonset,statefulset -n <namespace>): they held state of later revisions"
   exit 0
 fi
 # Restoring rewinds the whole cluster: the file is never guessed (the newest is not always the one meant).
@@ -89,9 +95,27 @@ if command -v etcdutl >/dev/null; then
 else
   tool=(env ETCDCTL_API=3 etcdctl)
 fi
+# The sha256 etcd appended (what the restore itself checks first), then the tool's own read of the database.
+verified=$(etcd_snapshot_verify "$snapshot" ": nothing was stopped")
 status=$("${tool[@]}" snapshot status "$snapshot" -w simple 2>&1) ||
   die "$snapshot does not verify: nothing was stopped: $status"
-ok "snapshot $snapshot: hash, revision, keys, size: $status (${tool[*]})"
+ok "snapshot $snapshot: $verified; hash, revision, keys, size: $status (${tool[*]})"
+# The restored store starts at the snapshot's revision: watchers (every kubelet, controller and informer) that saw
+# later revisions would resume from numbers the store hands out again, and miss what changed. etcd's recovery guide
+# for Kubernetes: bump the revision past anything issued since and mark it compacted, so every watch is cut and
+# every informer lists again (etcdutl/etcdctl 3.5.10+).
+restore_help=$("${tool[@]}" snapshot restore --help 2>&1)
+case $restore_help in
+  *--bump-revision*--mark-compacted* | *--mark-compacted*--bump-revision*)
+    rewind=(--bump-revision 1000000000 --mark-compacted)
+    ;;
+  *)
+    [ "$allow_rewind" = true ] || die "${tool[*]} cannot bump the revision (--bump-revision, --mark-compacted:" \
+      "etcd 3.5.10+): watchers of the restored cluster would miss events; put an etcdutl of the cluster's etcd" \
+      "release (3.5.10 or later) on PATH, or pass --allow-revision-rewind to restore without: nothing was stopped"
+    rewind=()
+    ;;
+esac
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 restored=$data_dir.restored-$stamp
 # A new cluster token, the same on every member (it comes from the file): the restored cluster gets new member
@@ -100,12 +124,12 @@ token=etcd-restore-$(sha256sum "$snapshot" | cut -c1-16)
 # The restore also checks the file's integrity hash: a damaged snapshot fails here, while etcd still runs.
 if ! out=$(run_long "${tool[@]}" snapshot restore "$snapshot" --data-dir "$restored" --name "$name" \
   --initial-cluster "$initial_cluster" --initial-advertise-peer-urls "$peer_url" \
-  --initial-cluster-token "$token" 2>&1); then
+  --initial-cluster-token "$token" "${rewind[@]}" 2>&1); then
   rm -rf "$restored"
   die "$snapshot does not restore: nothing was stopped: $(tail -n 3 <<<"$out")"
 fi
 chmod 0700 "$restored"
-changed "restored into $restored as $name ($peer_url)"
+changed "restored into $restored as $name ($peer_url)${rewind[*]:+, revision bumped by ${rewind[1]} and compacted}"
 
 # Still running: answering on its client URL, or (on a node, where crictl sees it) its container not yet gone.
 running() {

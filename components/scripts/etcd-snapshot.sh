@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Step/timer (control plane): save an etcd snapshot with the etcdctl inside the node's etcd static pod, check it,
-# keep the newest SNAPSHOT_RETAIN, copy it to SNAPSHOT_COPY_TO. As a step (TARGET_VERSION set) it snapshots only
-# when an upgrade is pending; the systemd timer runs it with TARGET_VERSION empty and always snapshots.
+# Step/timer (control plane): save an etcd snapshot with the etcdctl inside the node's etcd static pod, check its
+# sha256 on the host (the image may have no etcdutl), keep the newest SNAPSHOT_RETAIN, copy it to SNAPSHOT_COPY_TO.
+# As a step (TARGET_VERSION set) it snapshots only when an upgrade is pending; the systemd timer runs it with
+# TARGET_VERSION empty and always snapshots.
 set -euo pipefail
 : "${SNAPSHOT_DIR:?}" "${SNAPSHOT_RETAIN:?}" "${SNAPSHOT_REASON:?}" "${SNAPSHOT_COPY_TO?}" "${TARGET_VERSION?}"
 current=$(kube_cluster_version)
@@ -9,15 +10,17 @@ if [ -n "$TARGET_VERSION" ] && [ "$current" = "$TARGET_VERSION" ]; then
   ok "cluster at $TARGET_VERSION: no $SNAPSHOT_REASON snapshot needed"
   exit 0
 fi
-etcd=$(etcd_container)
 # /var/lib/etcd is the etcd pod's hostPath: a snapshot written there inside the container lands on the node.
 name="etcd-$SNAPSHOT_REASON-$(date -u +%Y%m%dT%H%M%SZ)-v$current.db"
-etcd_ctl snapshot save "/var/lib/etcd/$name" >/dev/null
-# etcdutl (in the same image) reads the file back: hash, revision, keys, size.
-status=$(crictl exec "$etcd" etcdutl snapshot status "/var/lib/etcd/$name" -w simple) ||
-  die "snapshot /var/lib/etcd/$name does not verify"
+saved=/var/lib/etcd/$name
+# A failed save leaves etcdctl's .part file, a failed check the file itself: neither stays in etcd's data directory
+# (a nightly timer failing for weeks would fill it).
+trap 'rm -f "$saved" "$saved.part"' EXIT
+etcd_ctl snapshot save "$saved" >/dev/null
+status=$(etcd_snapshot_verify "$saved")
 mkdir -p "$SNAPSHOT_DIR" && chmod 0700 "$SNAPSHOT_DIR"
-mv "/var/lib/etcd/$name" "$SNAPSHOT_DIR/$name"
+mv "$saved" "$SNAPSHOT_DIR/$name"
+trap - EXIT
 chmod 0600 "$SNAPSHOT_DIR/$name"
 changed "etcd snapshot $SNAPSHOT_DIR/$name ($status)"
 prune() {

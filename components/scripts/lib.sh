@@ -311,6 +311,24 @@ etcd_container() {
   printf '%s\n' "${found%%$'\n'*}"
 }
 
+# Verify an etcd snapshot file with the host's coreutils (the etcd image may ship no etcdutl: the images built by
+# kubernetes' cluster/images/etcd hold etcd and etcdctl only). etcd streams a snapshot with the sha256 of its bytes
+# appended, and etcdctl/etcdutl save refuse a stream without it (the size is then 32 past a multiple of 512);
+# `etcdutl snapshot restore` checks that hash before it restores. The same check here: the file holds exactly the
+# bytes etcd sent. Prints "sha256 <first 16 hex>, <size> bytes"; a failure's message ends with $2 (what it means).
+etcd_snapshot_verify() {
+  local file=$1 then=${2:-} size expected actual
+  size=$(stat -c %s "$file")
+  if [ $((size % 512)) -ne 32 ] || [ "$size" -lt 544 ]; then
+    die "$file ($size bytes) is not an etcd snapshot: no sha256 after whole 512-byte blocks (truncated, or not one)$then"
+  fi
+  expected=$(tail -c 32 "$file" | od -An -v -tx1 | tr -d ' \n')
+  actual=$(head -c $((size - 32)) "$file" | sha256sum)
+  actual=${actual%% *}
+  [ "$expected" = "$actual" ] || die "$file: its bytes do not match the sha256 etcd appended: damaged$then"
+  printf 'sha256 %s, %s bytes\n' "${actual:0:16}" "$size"
+}
+
 # etcdctl inside this node's etcd pod, talking to its own member with the healthcheck client certificate.
 etcd_ctl() {
   local container pki=/etc/kubernetes/pki/etcd

@@ -219,6 +219,30 @@ class Fleet:
         offset = float(json.loads(clock.read_text())["offset"]) if clock.exists() else 0.0
         clock.write_text(json.dumps({"offset": offset + seconds}))
 
+    def rotate_client_key(self) -> str:
+        """A new client key pair: every host accepts the new key only (the old one is removed, as a rotation does);
+        returns the new private key, which `stack_values` gives from now on."""
+        client = self.dir / "client"
+        for old in ("id_ed25519", "id_ed25519.pub"):
+            (client / old).unlink()
+        _sh(
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "mlcluster-fleet-client-2",
+            "-f",
+            str(client / "id_ed25519"),
+        )
+        public = (client / "id_ed25519.pub").read_text()
+        for host in self.hosts.values():
+            (host.dir / "etc-upper" / "ssh" / "fleet_authorized_keys" / host.spec.user).write_text(public)
+        self.client_private_key = (client / "id_ed25519").read_text()
+        return self.client_private_key
+
     def stack_values(self, nodes: Sequence[dict[str, Any]], **sections: Any) -> tuple[dict[str, Any], list[str]]:
         """Config values for the program (and which are secret) with the fleet's key; platform layers off."""
         ssh = {"user": "root", "privateKey": self.client_private_key, "connectTimeoutSeconds": 2, "dialAttempts": 1}

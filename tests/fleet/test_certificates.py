@@ -202,3 +202,40 @@ def test_three_control_planes_renew_one_at_a_time(fleet, fleet_engine) -> None:
     MEASUREMENTS["certificates: 3 control planes, one at a time (start, end s)"] = [
         [s.resource, round(s.started - steps[0].started, 2), round(s.ended - steps[0].started, 2)] for s in steps
     ]
+
+
+def test_a_rotated_ssh_key_reaches_every_later_step_and_the_renewal(fleet, fleet_engine) -> None:
+    """Month 0 up; month 3 the SSH key is rotated (the old one removed from every host) and `up` runs with the new
+    one; month 11 the renewal `up`. Every step that runs, the admin kubeconfig's re-read included, uses the stack's
+    current key: none keeps the recorded connection (ignoreChanges would send the old key, refused)."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
+    fleet_engine.clock = hosts.now
+    nodes = [hosts["cp-1"].node("control-plane"), hosts["w-1"].node()]
+    values, secret = hosts.stack_values(nodes)
+    fleet_engine.up(values, secret).raise_error()
+    first_kubeconfig = provider_kubeconfig(fleet_engine.up(values, secret))
+
+    hosts.advance_clock(90 * DAY)
+    hosts.rotate_client_key()
+    rotated, secret = hosts.stack_values(nodes)
+    assert rotated["ssh"]["privateKey"] != values["ssh"]["privateKey"]
+    preview = fleet_engine.preview(rotated, secret)
+    preview.raise_error()
+    # A new key re-runs every node step (each checks before it acts) and copies the scripts again (the copy is
+    # replaced on any connection change, as for a new address); the provider takes the re-read kubeconfig in place.
+    assert preview.with_operation("replace") == ["cp-1-scripts", "w-1-scripts"]
+    assert "cp-1-admin-kubeconfig" in preview.with_operation("update")
+    after_rotation = fleet_engine.up(rotated, secret)
+    after_rotation.raise_error()
+    assert "cp-1-admin-kubeconfig" in [s.resource for s in after_rotation.steps]
+    for step in after_rotation.steps:
+        assert "changed:" not in (step.stdout or ""), f"{step.resource} changed a node on a key rotation"
+    assert provider_kubeconfig(after_rotation) == first_kubeconfig, "the same admin.conf, read with the new key"
+    assert fleet_engine.up(rotated, secret).steps == [], "an unchanged stack ran steps after the rotation"
+
+    hosts.advance_clock(250 * DAY)
+    renewed = fleet_engine.up(rotated, secret)
+    renewed.raise_error()
+    assert [s.resource for s in renewed.steps] == ["cp-1-certificates", "cp-1-admin-kubeconfig"]
+    assert provider_kubeconfig(renewed) != first_kubeconfig
+    assert round(earliest_days_left(fleet_engine, hosts.now())) == 365
