@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config.care import CertificatesSpec
 from ..config.spec import NodeSpec
+from .kubeadm import API_SERVER_PORT
 from .shell import NodeStep, rendered_step
 from .upgrade import POLL_SECONDS, UPGRADE_LOG_DIR
 
@@ -179,6 +180,7 @@ def certificates_step(node: NodeSpec, renew_before: str) -> NodeStep:
         "RESTART_TIMEOUT_SECONDS": str(RESTART_TIMEOUT_SECONDS),
         "POLL_SECONDS": str(POLL_SECONDS),
         "CERTS_LOG": f"{UPGRADE_LOG_DIR}/kubeadm-certs-renew.log",
+        "API_PORT": str(API_SERVER_PORT),
     }
     title = (
         f"Renew kubeadm's certificates expiring before {renew_before}, restart the control-plane pods"

@@ -8,7 +8,7 @@
 # The last line carries kubeadm's dates for the program (`ok: certificates: <JSON>`): dates only, no key material.
 set -euo pipefail
 : "${NODE_NAME:?}" "${RENEW_BEFORE?}" "${MANIFESTS:?}" "${PARKED:?}" "${RESTART_TIMEOUT_SECONDS:?}" "${POLL_SECONDS:?}"
-: "${CERTS_LOG:?}"
+: "${CERTS_LOG:?}" "${API_PORT:?}"
 components=(kube-apiserver kube-controller-manager kube-scheduler etcd)
 
 expiration() { run_long kubeadm certs check-expiration -o json; }
@@ -24,7 +24,23 @@ running() {
   [ -n "$found" ]
 }
 
-api_ready() { kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /readyz >/dev/null 2>&1; }
+# This node's own API server, not admin.conf's server: that is the control-plane endpoint, where another control
+# plane answers while this one's etcd still loads, and the next control plane would then park its pods too (two of
+# three members down). kubeadm's serving certificate does not name 127.0.0.1; it names "kubernetes".
+api_ready() {
+  kubectl --kubeconfig /etc/kubernetes/admin.conf --server "https://127.0.0.1:$API_PORT" \
+    --tls-server-name kubernetes get --raw /readyz >/dev/null 2>&1
+}
+
+# This node's own etcd member answers health (the API server's readiness checks its etcd too; this names which).
+member_healthy() {
+  local found
+  found=$(crictl ps --name '^etcd$' --label io.kubernetes.pod.namespace=kube-system --state running -q) ||
+    die "crictl ps failed: cannot look for this node's etcd container"
+  [ -n "$found" ] || return 1
+  # Unhealthy or not answering yet (loading its data): one more poll, until the deadline.
+  etcd_ctl_in "${found%%$'\n'*}" endpoint health >/dev/null 2>&1
+}
 
 none_running() {
   local c
@@ -48,7 +64,10 @@ bring_back() {
   if compgen -G "$PARKED/*.yaml" >/dev/null; then
     mv "$PARKED"/*.yaml "$MANIFESTS/"
     wait_for "kube-apiserver running again" running kube-apiserver
-    wait_for "the API server ready again (/readyz)" api_ready
+    if [ -f "$MANIFESTS/etcd.yaml" ]; then
+      wait_for "this node's etcd member healthy again (etcdctl endpoint health)" member_healthy
+    fi
+    wait_for "this node's API server ready again (https://127.0.0.1:$API_PORT/readyz)" api_ready
     changed "$NODE_NAME: control-plane pods started again from $MANIFESTS"
   fi
 }

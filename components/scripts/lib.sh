@@ -331,8 +331,15 @@ etcd_snapshot_verify() {
 
 # etcdctl inside this node's etcd pod, talking to its own member with the healthcheck client certificate.
 etcd_ctl() {
-  local container pki=/etc/kubernetes/pki/etcd
+  local container
   container=$(etcd_container)
+  etcd_ctl_in "$container" "$@"
+}
+
+# The same in a given container (a wait that looks for the container each time and tolerates its absence).
+etcd_ctl_in() {
+  local container=$1 pki=/etc/kubernetes/pki/etcd
+  shift
   run_long crictl exec "$container" etcdctl --endpoints=https://127.0.0.1:2379 --cacert="$pki/ca.crt" \
     --cert="$pki/healthcheck-client.crt" --key="$pki/healthcheck-client.key" "$@"
 }

@@ -56,9 +56,14 @@ TOLERATED: dict[str, str] = {
         "1 is dpkg-query's 'no such package' (any other status stops the step); the pinned install that follows"
         " is idempotent"
     ),
-    r"kubectl --kubeconfig /etc/kubernetes/admin.conf get --raw /readyz": (
-        "a poll: the renewal waits for the restarted API server with it, and one failed poll is one more poll until"
-        " its deadline"
+    r"kubectl --kubeconfig /etc/kubernetes/admin.conf --server https://127\.0\.0\.1:6443 --tls-server-name kubernetes"
+    r" get --raw /readyz": (
+        "a poll: the renewal waits for this node's restarted API server with it, and one failed poll is one more"
+        " poll until its deadline"
+    ),
+    r"crictl exec \S+ etcdctl --endpoints=https://127\.0\.0\.1:2379 \S+ \S+ \S+ endpoint health": (
+        "a poll: the renewal waits for this node's etcd member with it (unhealthy while it loads its data), and one"
+        " failed poll is one more poll until its deadline"
     ),
 }
 """Call patterns whose failure (exit 1) an `up` survives on purpose, with the reason. Such a row must still
@@ -465,6 +470,8 @@ def progress_line(row: Row) -> str:
 
 
 def _parallel(targets: list[Target], workers: int) -> list[Row]:
+    if not targets:  # a scenario whose steps no fault stopped has no restart or drop rows
+        return []
     chunks = [targets[i::workers] for i in range(workers) if targets[i::workers]]
     # Each worker is a fresh interpreter (the program's SDK state and threads do not survive a fork).
     context = multiprocessing.get_context("spawn")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -64,7 +65,8 @@ def certificate_calls(hosts: Fleet, since: float) -> list[str]:
         for call in host.calls():
             if call["t0"] >= since and call["tool"] in CERT_TOOLS:
                 line = " ".join([call["tool"], *call["argv"]]).replace("--kubeconfig /etc/kubernetes/admin.conf ", "")
-                rows.append((call["t0"], f"{name}: {line[:80]} (rc {call['rc']})"))
+                line = re.sub(r" --(cacert|cert|key)=\S+", "", line)  # etcdctl's client TLS files
+                rows.append((call["t0"], f"{name}: {line[:100]} (rc {call['rc']})"))
     return [row for _, row in sorted(rows)]
 
 
@@ -115,10 +117,15 @@ def test_twenty_days_left_renews_and_the_provider_gets_the_renewed_kubeconfig(fl
     # Read, renew, the static pods stopped and started again, the API ready, read again.
     assert "kubeadm certs check-expiration" in calls[renew[0] - 1]
     assert any(
-        "crictl ps --name ^kube-apiserver$ --label io.kubernetes.pod.namespace=kube-s" in c  # (cut at 80)
+        "crictl ps --name ^kube-apiserver$ --label io.kubernetes.pod.namespace=kube-system" in c
         for c in calls[renew[0] :]
     )
-    assert any("kubectl get --raw /readyz" in c for c in calls[renew[0] :])
+    # Ready means this node's own: its etcd member, then its API server at 127.0.0.1 (not the endpoint's).
+    assert any("endpoint health" in c for c in calls[renew[0] :]), calls
+    assert any(
+        "kubectl --server https://127.0.0.1:6443 --tls-server-name kubernetes get --raw /readyz" in c
+        for c in calls[renew[0] :]
+    ), calls
     assert "kubeadm certs check-expiration" in calls[-1]
     assert renewed.step("cp-1-admin-kubeconfig").started >= renewed.step("cp-1-certificates").ended
     assert [s.resource for s in renewed.steps] == ["cp-1-certificates", "cp-1-admin-kubeconfig"]
@@ -239,3 +246,51 @@ def test_a_rotated_ssh_key_reaches_every_later_step_and_the_renewal(fleet, fleet
     assert [s.resource for s in renewed.steps] == ["cp-1-certificates", "cp-1-admin-kubeconfig"]
     assert provider_kubeconfig(renewed) != first_kubeconfig
     assert round(earliest_days_left(fleet_engine, hosts.now())) == 365
+
+
+def test_the_next_control_plane_waits_for_this_ones_own_etcd_member(fleet, fleet_engine) -> None:
+    """3 control planes renew; cp-1's etcd member takes 4 s to be healthy after its pod is back (loading its data),
+    while the control-plane endpoint keeps answering through cp-2 and cp-3. cp-2 must not park its pods before
+    cp-1's member is healthy, or two of three members are down. Every node also runs a user's container named etcd
+    (in namespace default): no step may pick it."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("cp-2"), HostSpec("cp-3"))
+    fleet_engine.clock = hosts.now
+    names = ("cp-1", "cp-2", "cp-3")
+    nodes = [hosts[n].node("control-plane", "worker") for n in names]
+    values, secret = hosts.stack_values(nodes, cluster={"controlPlaneEndpoint": "k8s-api.fleet.test:6443"})
+    fleet_engine.up(values, secret).raise_error()
+    hosts.advance_clock(340 * DAY)
+    for name in names:
+        hosts[name].set(userContainers=["etcd"], staticPodReadySeconds={"etcd": 4.0} if name == "cp-1" else {})
+    since = time.time() - 1
+    renewed = fleet_engine.up(values, secret)
+    renewed.raise_error()
+
+    def member_back(name: str) -> float:
+        """When the node's etcd member was healthy again: its manifest's return (ctime) plus its load time."""
+        returned = float(hosts[name].run("stat -c %Z /etc/kubernetes/manifests/etcd.yaml").stdout)
+        return returned + (4.0 if name == "cp-1" else 0.0)
+
+    renewals = {
+        name: min(
+            c["t0"] for c in hosts[name].calls("kubeadm") if c["t0"] >= since and c["argv"][:2] == ["certs", "renew"]
+        )
+        for name in names
+    }
+    for earlier, later in itertools.pairwise(names):
+        assert renewals[later] >= member_back(earlier), (
+            f"{later} renewed {member_back(earlier) - renewals[later]:.1f} s before {earlier}'s etcd member was back"
+        )
+    # The wait said what it waited for: cp-1's member unhealthy at first, then healthy.
+    health = [c["rc"] for c in hosts["cp-1"].calls("crictl") if c["t0"] >= since and "health" in c["argv"]]
+    assert health[0] != 0 and health[-1] == 0, health
+    # The user's etcd container was never exec'd into by a step.
+    for name in names:
+        assert not [c for c in hosts[name].calls("crictl") if c["argv"][:2] == ["exec", "9a7e5c3b1d0f"]]
+    # The snapshot the timer takes finds the kube-system etcd too.
+    out = hosts["cp-1"].run("bash /var/lib/mlcluster/etcd-snapshot.sh").stdout
+    assert "changed: etcd snapshot /var/lib/mlcluster/etcd-snapshots/etcd-scheduled-" in out
+    MEASUREMENTS["certificates: 3 CPs, cp-1's etcd 4 s to load: renewal start after the previous member back (s)"] = [
+        round(renewals[later] - member_back(earlier), 2) for earlier, later in itertools.pairwise(names)
+    ]
+    MEASUREMENTS["certificates: 3 CPs, cp-1's etcd slow: call log"] = certificate_calls(hosts, since)

@@ -103,6 +103,19 @@ class Host:
         with open(self.state_dir / "checkpoints.jsonl", "a") as log:
             log.write(json.dumps({"checkpoint": at, "t0": time.time(), "pid": os.getpid()}) + "\n")
 
+    def static_pod_ready(self, component: str) -> bool:
+        """Whether this node's static pod `component` is ready: its manifest is in the kubelet's directory and has
+        been for the host's `staticPodReadySeconds[component]` (default 0; real time since the manifest's last
+        rename, which a park-and-return makes). A container runs from the start (`crictl ps` lists it); a member
+        loading its data or an API server waiting for it is not ready."""
+        manifest = Path("/etc/kubernetes/manifests") / f"{component}.yaml"
+        try:
+            since = manifest.stat().st_ctime
+        except FileNotFoundError:
+            return False
+        delay = float((self.settings.get("staticPodReadySeconds") or {}).get(component, 0))
+        return time.time() >= since + delay
+
     def install_binary(self, tool: str) -> None:
         """A package put `tool` on PATH (the stubs for package binaries appear only once installed)."""
         write_launcher(self.bin_dir / tool, self.python, Path(self.stubs), tool)

@@ -24,6 +24,8 @@ from _stub import Host, fail, main, sha256
 
 ETCD_MANIFEST = Path("/etc/kubernetes/manifests/etcd.yaml")
 CONTAINER = "3f1c0e7a9d2b"
+USER_CONTAINER = "9a7e5c3b1d0f"
+"""A user's container named like a static pod's (in namespace default), on hosts whose `userContainers` name it."""
 IMAGE_BINARIES = ("etcd", "etcdctl")
 """What the etcd image holds on its PATH besides the shell: the images kubernetes builds (cluster/images/etcd: its
 Makefile installs etcd and etcdctl of each bundled version, its Dockerfile copies `etcd* etcdctl*`) have no etcdutl;
@@ -66,6 +68,21 @@ def _members(host: Host, argv: list[str], words: list[str]) -> int:
     return 0
 
 
+def _health(host: Host, argv: list[str]) -> int:
+    """`endpoint health` of this node's own member (--endpoints 127.0.0.1): healthy once its pod is ready."""
+    endpoints = [a.split("=", 1)[1] for a in argv if a.startswith("--endpoints=")]
+    if endpoints != ["https://127.0.0.1:2379"]:
+        raise fail(f"etcdctl: the stub answers endpoint health for this node's member only, not {endpoints}")
+    if host.static_pod_ready("etcd"):
+        print("https://127.0.0.1:2379 is healthy: successfully committed proposal: took = 2.3ms")
+        return 0
+    raise fail(
+        '{"level":"warn","msg":"health check failed","error":"context deadline exceeded"}\n'
+        "https://127.0.0.1:2379 is unhealthy: failed to commit proposal: context deadline exceeded\n"
+        "Error: unhealthy cluster"
+    )
+
+
 def _etcdctl(host: Host, argv: list[str]) -> int:
     words = [a for a in argv if not a.startswith("-") and a not in ("simple", "json", "table")]
     if not all(any(a.startswith(flag) for a in argv) for flag in TLS_FLAGS):
@@ -74,6 +91,8 @@ def _etcdctl(host: Host, argv: list[str]) -> int:
         )
     if words[:1] == ["member"] and len(words) > 1:
         return _members(host, argv, words)
+    if words == ["endpoint", "health"]:
+        return _health(host, argv)
     if words[:2] != ["snapshot", "save"] or len(words) != 3:
         raise fail(f"etcdctl: the stub supports snapshot save and member list/remove only, not {' '.join(argv)}")
     with host.cluster(_endpoint()) as cluster:
@@ -97,15 +116,20 @@ def _etcdctl(host: Host, argv: list[str]) -> int:
 def crictl(host: Host, argv: list[str]) -> int:
     if argv[:1] == ["ps"]:
         name = (argv[argv.index("--name") + 1] if "--name" in argv else "").strip("^$")
-        # Static pods' containers carry their pod's namespace as a label; the stub has only kube-system's.
+        # Static pods' containers carry their pod's namespace as a label; a user's containers (the host's
+        # `userContainers`, e.g. an application's own etcd in its namespace) carry theirs.
         labels = [argv[i + 1] for i, a in enumerate(argv) if a == "--label"]
-        if any(label != "io.kubernetes.pod.namespace=kube-system" for label in labels):
-            return 0
+        kube_system = all(label == "io.kubernetes.pod.namespace=kube-system" for label in labels)
+        users = not labels or all(label == "io.kubernetes.pod.namespace=default" for label in labels)
         # A static pod runs while the kubelet finds its manifest (the certificates step parks them to restart).
-        if name and (ETCD_MANIFEST.parent / f"{name}.yaml").exists():
+        if kube_system and name and (ETCD_MANIFEST.parent / f"{name}.yaml").exists():
             print(CONTAINER if name == "etcd" else sha256(name)[:12])
+        if users and name in (host.settings.get("userContainers") or []):
+            print(USER_CONTAINER)
         return 0
     if argv[:1] == ["exec"] and len(argv) > 2:
+        if argv[1] == USER_CONTAINER:
+            raise fail(f"the user's container {USER_CONTAINER} is not etcd: {' '.join(argv[2:4])} failed in it")
         if argv[1] != CONTAINER or not ETCD_MANIFEST.exists():
             raise fail(f'rpc error: code = NotFound desc = container "{argv[1]}" not found')
         tool, rest = argv[2], argv[3:]

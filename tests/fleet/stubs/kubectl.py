@@ -49,7 +49,18 @@ def _words(argv: list[str]) -> list[str]:
     for arg in argv:
         if skip:
             skip = False
-        elif arg in ("--kubeconfig", "-o", "--timeout", "-n", "--namespace", "--field-selector", "-l", "--raw"):
+        elif arg in (
+            "--kubeconfig",
+            "-o",
+            "--timeout",
+            "-n",
+            "--namespace",
+            "--field-selector",
+            "-l",
+            "--raw",
+            "--server",
+            "--tls-server-name",
+        ):
             skip = True
         elif not arg.startswith("-"):
             words.append(arg)
@@ -92,15 +103,54 @@ def _jsonpath(node: dict[str, Any], path: str) -> str:
     return paths[path]
 
 
+LOCAL_API = "https://127.0.0.1:6443"
+SERVING_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+"""Names kubeadm's API server certificate carries whatever the node (besides its name and address): not 127.0.0.1."""
+
+
+def _this_api_server(host: Host, argv: list[str], server: str) -> int:
+    """`--server https://127.0.0.1:6443 --tls-server-name kubernetes get --raw /readyz`: this node's own API server,
+    ready once its pod is and its etcd member is (kubeadm's API server talks to the local member only)."""
+    if server != LOCAL_API:
+        raise fail(f"kubectl: the stub serves --server {LOCAL_API} only, not {server}")
+    name = _option(argv, "--tls-server-name")
+    if name not in (*SERVING_NAMES, host.name):
+        raise fail(
+            "Unable to connect to the server: tls: failed to verify certificate: x509: certificate is valid for"
+            f" {', '.join(SERVING_NAMES)}, {host.name}, not {name or '127.0.0.1'}"
+        )
+    if not Path("/etc/kubernetes/manifests/kube-apiserver.yaml").exists():
+        raise fail("The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?")
+    _cluster_endpoint(host, argv)  # the credentials, as any request
+    if _option(argv, "--raw") != "/readyz":
+        raise fail("kubectl: the stub serves only get --raw /readyz from this node's API server")
+    if not (host.static_pod_ready("kube-apiserver") and host.static_pod_ready("etcd")):
+        raise fail(
+            'Error from server (InternalServerError): an error on the server ("[+]ping ok\\n[-]etcd failed: reason'
+            ' withheld\\nreadyz check failed") has prevented the request from succeeding'
+        )
+    print("ok")
+    return 0
+
+
 def kubectl(host: Host, argv: list[str]) -> int:
+    server = _option(argv, "--server", "-s")
+    if server is not None:
+        return _this_api_server(host, argv, server)
     endpoint = _cluster_endpoint(host, argv)
     words = _words(argv)
     verb, rest = words[0], words[1:]
     raw = _option(argv, "--raw")
     if verb == "get" and raw is not None:
         if raw == "/readyz":
-            print("ok")
-            return 0
+            # Through the control-plane endpoint: any ready API server answers. Another control plane is taken as
+            # ready (the stub sees only this host's pods); on the only one, it is this node's.
+            with host.cluster(endpoint) as cluster:
+                others = [n for n, node in cluster["nodes"].items() if node.get("controlPlane") and n != host.name]
+            if others or (host.static_pod_ready("kube-apiserver") and host.static_pod_ready("etcd")):
+                print("ok")
+                return 0
+            raise fail(f"Unable to connect to the server: dial tcp {endpoint}: connect: connection refused")
         if raw != "/version":
             raise fail(f"kubectl: the stub does not serve {raw}")
         with host.cluster(endpoint) as cluster:
