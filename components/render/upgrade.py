@@ -48,6 +48,12 @@ KUEUE_POD_LABELS = (KUEUE_ADMITTED_SELECTOR, QUEUE_NAME_LABEL)
 """Pods of Kueue-admitted jobs carry the first (Kueue sets it on admission); pods whose own template names a
 queue carry the second."""
 POLL_SECONDS = 5
+PROGRESS_SECONDS = 60
+"""How often a long wait (running GPU jobs before a drain, up to upgrade.gpuJobsTimeout) prints a `waiting:` line."""
+KUBEADM_UPGRADE_TIMEOUT_SECONDS = 2700
+"""The outer bound of `kubeadm upgrade plan/apply/node`: past kubeadm's own deadlines (5 min for each of the four
+static pods it moves, after which it restores that pod's old manifest), so that kubeadm, not a signal, ends a slow
+upgrade and rolls back."""
 KUBELET_STEP = "kubelet"
 """Each node's kubelet command: the upgrade's kubelet part, then the restarts its tuning marked."""
 
@@ -90,6 +96,7 @@ def _drain_settings(spec: Spec) -> dict[str, str]:
         "KUEUE_POD_LABELS": " ".join(KUEUE_POD_LABELS),
         "CORDON_MARKERS": CORDON_MARKERS,
         "POLL_SECONDS": str(POLL_SECONDS),
+        "PROGRESS_SECONDS": str(PROGRESS_SECONDS),
     }
 
 
@@ -151,6 +158,7 @@ def _control_plane_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeS
         "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR,
         "NODE_NAME": node.name,
         "FIRST_CONTROL_PLANE": str(is_first).lower(),
+        "KUBEADM_UPGRADE_TIMEOUT_SECONDS": str(KUBEADM_UPGRADE_TIMEOUT_SECONDS),
     }
     title = f"kubeadm upgrade {'apply' if is_first else 'node'}: control plane to {version}"
     return UpgradeStep(node, rendered_step("upgrade-control-plane", title, settings), (node.name,))

@@ -4,6 +4,9 @@
 
 ok() { printf 'ok: %s\n' "$*"; }
 changed() { printf 'changed: %s\n' "$*"; }
+# A long wait says what it waits for now and then: the reader sees it is alive, and the bytes keep an SSH session
+# through a NAT or bastion with an idle timeout from being cut.
+waiting() { printf 'waiting: %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # A command that fails inside $(…) fails the command substitution's caller too (bash leaves errexit off there by
 # default): a failed check must stop the step, never read as an empty answer.

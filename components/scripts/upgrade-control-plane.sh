@@ -22,12 +22,20 @@ if [ -n "$at_target" ]; then
   exit 0
 fi
 log=$UPGRADE_LOG_DIR/kubeadm-upgrade.log
+# kubeadm's own deadlines decide (5 min for each static pod it moves, then it puts that pod's old manifest back);
+# the outer bound only catches a hang, well after them: a signal would stop kubeadm before its rollback.
+: "${KUBEADM_UPGRADE_TIMEOUT_SECONDS:?}"
 cluster_version=""
 if [ "$FIRST_CONTROL_PLANE" = true ]; then cluster_version=$(kube_cluster_version); fi
 if [ "$FIRST_CONTROL_PLANE" = true ] && [ "$cluster_version" != "$TARGET_VERSION" ]; then
-  run_logged "$log" kubeadm upgrade apply "v$TARGET_VERSION" --yes
+  # The plan with the new kubeadm, as kubeadm's upgrade guide runs it (the preflight's ran with the old one, which
+  # cannot name a newer version): its checks fail the step before anything moves.
+  MLCLUSTER_LONG_TIMEOUT=$KUBEADM_UPGRADE_TIMEOUT_SECONDS run_logged "$UPGRADE_LOG_DIR/kubeadm-upgrade-plan.log" \
+    kubeadm upgrade plan "v$TARGET_VERSION"
+  ok "kubeadm upgrade plan v$TARGET_VERSION with kubeadm $TARGET_VERSION passed"
+  MLCLUSTER_LONG_TIMEOUT=$KUBEADM_UPGRADE_TIMEOUT_SECONDS run_logged "$log" kubeadm upgrade apply "v$TARGET_VERSION" --yes
   changed "kubeadm upgrade apply v$TARGET_VERSION (log: $log)"
 else
-  run_logged "$log" kubeadm upgrade node
+  MLCLUSTER_LONG_TIMEOUT=$KUBEADM_UPGRADE_TIMEOUT_SECONDS run_logged "$log" kubeadm upgrade node
   changed "kubeadm upgrade node: control plane at $TARGET_VERSION (log: $log)"
 fi

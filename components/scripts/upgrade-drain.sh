@@ -4,7 +4,7 @@
 # GPU_JOBS is `wait` (up to GPU_JOBS_TIMEOUT_SECONDS, then the upgrade stops with the node cordoned).
 set -euo pipefail
 : "${TARGET_VERSION:?}" "${NODES:?}" "${DRAIN_TIMEOUT:?}" "${GPU_JOBS:?}" "${GPU_JOBS_TIMEOUT_SECONDS:?}"
-: "${KUEUE_POD_LABELS:?}" "${CORDON_MARKERS:?}" "${POLL_SECONDS:?}"
+: "${KUEUE_POD_LABELS:?}" "${CORDON_MARKERS:?}" "${POLL_SECONDS:?}" "${PROGRESS_SECONDS:?}"
 export KUBECONFIG=/etc/kubernetes/admin.conf
 mkdir -p "$CORDON_MARKERS"
 
@@ -29,10 +29,19 @@ for node in $NODES; do
     changed "$node cordoned"
   fi
   if [ "$GPU_JOBS" = wait ]; then
-    deadline=$(($(date +%s) + GPU_JOBS_TIMEOUT_SECONDS))
+    started=$(date +%s)
+    deadline=$((started + GPU_JOBS_TIMEOUT_SECONDS))
+    said=0
     jobs=$(running_jobs "$node")
     while [ -n "$jobs" ]; do
-      if [ "$(date +%s)" -ge "$deadline" ]; then
+      now=$(date +%s)
+      if [ $((now - said)) -ge "$PROGRESS_SECONDS" ]; then
+        count=$(wc -l <<<"$jobs")
+        shown=$(head -n 3 <<<"$jobs" | tr '\n' ' ')
+        waiting "$node runs $count Kueue-admitted job(s): ${shown}($((now - started))s of ${GPU_JOBS_TIMEOUT_SECONDS}s)"
+        said=$now
+      fi
+      if [ "$now" -ge "$deadline" ]; then
         die "$node still runs Kueue-admitted job(s) after ${GPU_JOBS_TIMEOUT_SECONDS}s: $(echo "$jobs" | tr '\n' ' ')- the upgrade stops here with $node cordoned; let them finish and run up again, or set mlcluster:upgrade.gpuJobs: evict"
       fi
       sleep "$POLL_SECONDS"

@@ -171,6 +171,9 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
     apply = first_index(log, "cp-1", "kubeadm upgrade apply v1.35.0")
     cp_kubelet = first_index(log, "cp-1", "systemctl restart kubelet")
     assert snapshot < apply < cp_kubelet
+    # kubeadm's guide: the new kubeadm first, then its plan for the target, then apply.
+    new_kubeadm = first_index(log, "cp-1", "apt-get install -y -q --allow-change-held-packages kubeadm=1.35.0")
+    assert new_kubeadm < first_index(log, "cp-1", "kubeadm upgrade plan v1.35.0") < apply
     for worker in WORKERS:
         drain = first_index(log, "cp-1", f"kubectl drain {worker}")
         node = first_index(log, worker, "kubeadm upgrade node")
@@ -219,11 +222,15 @@ def test_three_plus_three_resumes_after_a_worker_fails_and_waits_for_a_running_g
     values, secret = hosts.stack_values(nodes, cluster={"controlPlaneEndpoint": "k8s-api.fleet.test:6443"})
     fleet_engine.up(values, secret).raise_error()
 
-    # A running Kueue-admitted job on w-1 finishes 6 s into the upgrade; w-2's `kubeadm upgrade node` fails.
+    # A running Kueue-admitted job on w-1 finishes 3 s after the upgrade cordons w-1 (so the drain step must wait
+    # for it); w-2's `kubeadm upgrade node` fails.
     job_done: list[float] = []
 
     def job_finishes() -> None:
-        time.sleep(6)
+        deadline = time.time() + 120
+        while not hosts.clusters()[0]["nodes"]["w-1"]["unschedulable"] and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
         with hosts.cluster_lock() as cluster:
             del cluster["pods"]["train-0"]
         job_done.append(time.time())
@@ -241,6 +248,9 @@ def test_three_plus_three_resumes_after_a_worker_fails_and_waits_for_a_running_g
     drains = [c for c in hosts["cp-1"].calls("kubectl") if c["argv"][:2] == ["drain", "w-1"]]
     assert len(drains) == 1 and drains[0]["t0"] >= job_done[0]
     assert "train-0" not in cluster.get("evicted", [])
+    # The wait said what it waited for (and, every PROGRESS_SECONDS, says it again: bytes on the session).
+    waited = first.step("cp-1-upgrade-drain-w-1").stdout or ""
+    assert re.search(r"waiting: w-1 runs 1 Kueue-admitted job\(s\): pod/train-0 \(\d+s of 7200s\)", waited), waited
     # Stopped at w-2: control planes and w-1 done, w-2 cordoned at the old kubelet, w-3 untouched.
     assert {n: cluster["nodes"][n]["kubeletVersion"] for n in cluster["nodes"]} == {
         "cp-1": "1.35.0", "cp-2": "1.35.0", "cp-3": "1.35.0", "w-1": "1.35.0", "w-2": "1.34.2", "w-3": "1.34.2",
