@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .footprint import PlanMeasure, measure, parallel_table, table
+from .footprint import PlanMeasure, connections_table, measure, parallel_table, table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         if 100 in by_size and 1000 in by_size:
             ratio = by_size[1000].cpu_seconds / by_size[100].cpu_seconds
             print(f"\n{stack}: plan CPU time(1000)/time(100) = {ratio:.1f} (linear would be about 10)")
+    print("\n## SSH connections held at the end of a first `up` (one per SSH resource, until the run ends)\n")
+    print(connections_table(rows))
     print("\n## First `up` vs --parallel (model: prepare 60 s, init 60 s, join 30 s per node)\n")
     print(parallel_table(sizes))
     if not args.no_fleet:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,45 @@ from .stacks import generated_values, scaled_onprem_config
 PROJECT = Path(__file__).resolve().parents[1]
 
 
+SSH_RESOURCES = ("command:remote:Command", "command:remote:CopyToRemote")
+
+
+@dataclass(frozen=True)
+class Connections:
+    """SSH connections a first `up` leaves open until it ends: pulumi-command dials one client per resource and
+    never closes it (provider/pkg/provider/remote/commandOutputs.go), so each node holds one connection (and an
+    sshd) per SSH resource that ran on it, and a bastion one per resource of every node behind it."""
+
+    per_node: dict[str, int]
+
+    @property
+    def busiest(self) -> tuple[str, int]:
+        return max(self.per_node.items(), key=lambda item: (item[1], item[0]))
+
+    @property
+    def total(self) -> int:
+        return sum(self.per_node.values())
+
+    def typical(self) -> int:
+        """What most nodes hold (the mode): a worker's figure in a large fleet."""
+        counts = Counter(self.per_node.values())
+        return max(counts, key=lambda count: (counts[count], count))
+
+
+def ssh_connections(document: Mapping[str, Any]) -> Connections:
+    """From a plan document (plan.json): by node, the SSH resources whose create dials it (a copy, or a command
+    with a create: one with only a delete, such as a node's drain on removal, dials at its removal only)."""
+    return Connections(
+        dict(
+            Counter(
+                str(e.get("runsOn") or "unknown")
+                for e in document["resources"]
+                if e["type"] == SSH_RESOURCES[1] or (e["type"] == SSH_RESOURCES[0] and e["inputs"].get("create"))
+            )
+        )
+    )
+
+
 @dataclass(frozen=True)
 class Footprint:
     nodes: int
@@ -42,6 +82,7 @@ class Footprint:
     dependency_edges: int
     checkpoint_bytes: int
     """Bytes a first `up` on a DIY backend writes: one whole-state rewrite per step."""
+    connections: Connections
 
     def per_node(self, value: int) -> float:
         return value / self.nodes
@@ -112,6 +153,7 @@ def footprint(document: Mapping[str, Any], nodes: int) -> Footprint:
         state_bytes=state,
         dependency_edges=sum(len(e["dependsOn"]) for e in entries),
         checkpoint_bytes=checkpoint,
+        connections=ssh_connections(document),
     )
 
 
@@ -177,6 +219,21 @@ def table(rows: list[tuple[str, PlanMeasure]]) -> str:
             f" {f.custom_resources} ({f.per_node(f.custom_resources):.2f}) |"
             f" {f.state_bytes / 1e3:,.0f} ({f.per_node(f.state_bytes) / 1e3:.1f}) |"
             f" {f.dependency_edges} ({f.per_node(f.dependency_edges):.1f}) | {human_bytes(f.checkpoint_bytes)} |"
+        )
+    return "\n".join(lines)
+
+
+def connections_table(rows: list[tuple[str, PlanMeasure]]) -> str:
+    """SSH connections open at the end of a first `up` (pulumi-command keeps each resource's until it ends)."""
+    lines = [
+        "| stack | nodes | per worker (typical) | busiest node | on a bastion (all nodes behind it) |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for stack, measured in rows:
+        held = measured.footprint.connections
+        name, count = held.busiest
+        lines.append(
+            f"| {stack} | {measured.footprint.nodes:,} | {held.typical()} | {name}: {count} | {held.total:,} |"
         )
     return "\n".join(lines)
 

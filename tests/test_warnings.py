@@ -10,6 +10,7 @@ site in components/ — a new site without a case fails here.
 from __future__ import annotations
 
 import ast
+import base64
 import copy
 import inspect
 import json
@@ -30,6 +31,18 @@ pytestmark = pytest.mark.xdist_group("warnings")  # the cases once: the site che
 
 COMPONENTS = PROJECT / "components"
 LAB = PROJECT / "stacks" / "Pulumi.lab.yaml"
+
+
+def _worker(index: int) -> dict[str, Any]:
+    """A worker of its own address and (well-formed) host key."""
+    blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + index.to_bytes(32, "big")
+    return {
+        "name": f"w-{index}",
+        "host": f"192.168.2.{index + 1}",
+        "roles": ["worker"],
+        "hostKey": f"ssh-ed25519 {base64.b64encode(blob).decode()}",
+    }
+
 
 CASES: dict[str, tuple[dict[str, Any], str]] = {
     # name: (config keys merged into the lab stack, the warning's start)
@@ -151,6 +164,14 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
             "kueue": {"enabled": True},
         },
         "mlcluster:nodes[0].gpu: is on a control-plane-only node",
+    ),
+    "worker batches of one on 101 workers": (
+        {
+            "nodes": [{}, *(_worker(i) for i in range(101))],
+            "kubelet": {"restart": {"maxUnavailableWorkers": "1"}},
+        },
+        'mlcluster:kubelet.restart.maxUnavailableWorkers: "1" makes 101 worker batches: the first control plane'
+        " (lab-1) runs",
     ),
 }
 

@@ -8,6 +8,7 @@ on top (maps merge key by key). Rules that involve two fields are checked on eve
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -92,6 +93,12 @@ class RestartSpec:
         " percentage of the workers (rounded down, at least 1).",
         check=checks.max_unavailable,
     )
+
+    def worker_batch_size(self, workers: int) -> int:
+        """Workers in one restart (and upgrade) batch out of `workers`."""
+        if self.max_unavailable_workers.endswith("%"):
+            return max(1, math.floor(workers * int(self.max_unavailable_workers[:-1]) / 100))
+        return max(1, int(self.max_unavailable_workers))
 
 
 @dataclass(frozen=True)

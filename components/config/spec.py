@@ -239,6 +239,11 @@ class NodeSpec:
                 problems.error(join_path(path, "labels"), f"sets GPU label {key!r} on a node with no gpu section")
 
 
+FIRST_CONTROL_PLANE_BATCH_CONNECTIONS = 200
+"""SSH connections the first control plane may hold for the worker batches' drains and uncordons before the
+stack is warned: each is an sshd process (two with privilege separation) on that node until `up` ends."""
+
+
 @dataclass(frozen=True)
 class Spec:
     kubernetes_version: str = setting(
@@ -308,6 +313,24 @@ class Spec:
             check_inventory(self, problems)
         validate_training(self, problems)
         validate_monitoring(self, problems)
+
+    def _validate_held_connections(self, problems: Problems) -> None:
+        """A real `up` keeps every SSH command's connection open until it ends (pulumi-command never closes its
+        client): the first control plane runs two commands per worker batch (its drain and uncordon)."""
+        workers = len(self.workers)
+        if not workers or not self.control_planes:
+            return
+        batches = -(-workers // self.kubelet.restart.worker_batch_size(workers))
+        held = 2 * batches
+        if held > FIRST_CONTROL_PLANE_BATCH_CONNECTIONS:
+            problems.warn(
+                "kubelet.restart.maxUnavailableWorkers",
+                f'"{self.kubelet.restart.max_unavailable_workers}" makes {batches} worker batches: the first control'
+                f" plane ({self.control_planes[0].name}) runs each batch's drain and uncordon as SSH commands, and"
+                f" each keeps its connection and an sshd process open until `up` ends ({held} at once besides its"
+                " own steps, in a first up or an upgrade); a larger batch (a percentage such as 25%, the default)"
+                f" keeps it under {FIRST_CONTROL_PLANE_BATCH_CONNECTIONS}",
+            )
 
     def _validate_etcd_quorum(self, problems: Problems) -> None:
         """Each control plane is an etcd member (kubeadm's stacked etcd). A gone member is removed from a healthy
@@ -402,6 +425,7 @@ class Spec:
                 "cannot be set on the first control plane: every other node's removal runs through it",
             )
         self._validate_etcd_quorum(problems)
+        self._validate_held_connections(problems)
         seen_names: dict[str, int] = {}
         seen_hosts: dict[str, int] = {}
         for i, node in enumerate(self.nodes):

@@ -11,7 +11,6 @@ Day 1 is not batched, so one broken node does not hold the others back from join
 from __future__ import annotations
 
 import hashlib
-import math
 
 from ..config.kubelet import KubeletSpec, effective_kubelet
 from ..config.spec import NodeSpec, Spec
@@ -84,19 +83,13 @@ def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
     )
 
 
-def _batch_size(max_unavailable: str, total: int) -> int:
-    if max_unavailable.endswith("%"):
-        return max(1, math.floor(total * int(max_unavailable[:-1]) / 100))
-    return max(1, int(max_unavailable))
-
-
 def restart_batches(spec: Spec) -> list[list[NodeSpec]]:
     """Nodes in the order their tuning may restart services: control planes, then workers, in batches."""
     restart = spec.kubelet.restart
     batches: list[list[NodeSpec]] = []
     for group, size in (
         (list(spec.control_planes), restart.max_unavailable_control_planes),
-        (list(spec.workers), _batch_size(restart.max_unavailable_workers, len(spec.workers))),
+        (list(spec.workers), restart.worker_batch_size(len(spec.workers))),
     ):
         batches += [group[i : i + size] for i in range(0, len(group), size)]
     return batches

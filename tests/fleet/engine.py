@@ -141,6 +141,8 @@ class FleetRun:
     """What the engine did (or, in a preview, would do) with each resource, by name: create, update,
     replace, same, delete."""
     preview: bool = False
+    connections_held: int = 0
+    """SSH connections open at the end of the run, closed as the provider exits (one per command that ran)."""
 
     def step(self, resource: str, action: str | None = None) -> StepRun:
         """The one run of `resource`'s command: by default its create or update (what ran it in this run)."""
@@ -259,6 +261,70 @@ class SshRunner:
         self._lock = threading.Lock()
         self._keys: dict[str, Path] = {}
         self._counter = 0
+        self._masters: list[Path] = []
+        """Control sockets of the connections this run's commands dialled: pulumi-command's `run` dials a client
+        per command, closes the command's session and never the client (provider/pkg/provider/remote/
+        commandOutputs.go), so each connection stays open, with its sshd (and a bastion's), until the provider
+        exits at the end of `pulumi up` (`release`)."""
+
+    def _kept(self) -> tuple[list[str], Path]:
+        """ssh options that keep this call's connection open after its command, and the file a bastion hop's
+        errors go to. The ssh client that runs the command becomes a master that outlives it (ControlPersist) on
+        a socket of its own: one dial per call, as pulumi-command's one client per command, which closes the
+        command's session and never the client (provider/pkg/provider/remote/commandOutputs.go), so the
+        connection, its sshd and a bastion's stay until the provider exits at the end of `pulumi up`
+        (`release`). ControlPersist sends a ProxyCommand's stderr to /dev/null; the hop writes it to the file,
+        which the result's stderr gets back (`_with_hop_errors`)."""
+        with self._lock:
+            self._counter += 1
+            path, hop_errors = self.workdir / f"conn-{self._counter}", self.workdir / f"hop-{self._counter}.log"
+            self._masters.append(path)
+        connected = path.with_suffix(".connected")
+        return [
+            *("-o", "ControlMaster=yes", "-o", f"ControlPath={path}", "-o", "ControlPersist=yes"),
+            # Run locally once the connection is up: tells a lost connection from one never made.
+            *("-o", "PermitLocalCommand=yes", "-o", f"LocalCommand=touch {shlex.quote(str(connected))}"),
+        ], hop_errors
+
+    @staticmethod
+    def _with_hop_errors(
+        result: subprocess.CompletedProcess[str], hop_errors: Path, connection: Mapping[str, Any]
+    ) -> subprocess.CompletedProcess[str]:
+        """The result as a client without ControlPersist reports it: a hop's errors, and the line OpenSSH prints
+        when a connection it had ends under a running command (the persisting master prints neither)."""
+        said = hop_errors.read_text() if hop_errors.exists() else ""
+        hop_errors.unlink(missing_ok=True)
+        connected = hop_errors.with_name(hop_errors.name.replace("hop-", "conn-").removesuffix(".log") + ".connected")
+        lost = ""
+        # 255 with no exit status from a connection that was made: it was lost (our steps never exit 255).
+        if result.returncode == 255 and connected.exists() and not CONNECTION_LOST.search(result.stderr):
+            lost = f"Connection to {connection['host']} closed by remote host.\n"
+        connected.unlink(missing_ok=True)
+        if not said and not lost:
+            return result
+        return subprocess.CompletedProcess(result.args, result.returncode, result.stdout, said + result.stderr + lost)
+
+    def open_connections(self) -> int:
+        """Connections this run dialled that are still open (their master's socket is there)."""
+        with self._lock:
+            return sum(1 for path in self._masters if path.exists())
+
+    def release(self) -> int:
+        """The provider exits: every kept connection closes. Returns how many were open."""
+        with self._lock:
+            masters, self._masters = self._masters, []
+        released = 0
+        for path in masters:
+            if path.exists():
+                subprocess.run(
+                    ["ssh", "-o", f"ControlPath={path}", "-O", "exit", "kept"],
+                    check=False,
+                    capture_output=True,
+                    timeout=10,
+                )
+                released += 1
+            path.unlink(missing_ok=True)
+        return released
 
     def _key_file(self, private_key: str) -> Path:
         digest = hashlib.sha256(private_key.encode()).hexdigest()[:16]
@@ -278,7 +344,7 @@ class SshRunner:
         path.write_text(f"{pattern} {host_key}\n")
         return path
 
-    def ssh_args(self, connection: Mapping[str, Any]) -> list[str]:
+    def ssh_args(self, connection: Mapping[str, Any], hop_errors: Path | None = None) -> list[str]:
         host, port = str(connection["host"]), int(connection.get("port") or 22)
         # pulumi-command: dialErrorLimit N allows N failed dials, so N+1 attempts (default 10).
         dial_error_limit = connection.get("dialErrorLimit")
@@ -328,17 +394,20 @@ class SshRunner:
         proxy = connection.get("proxy")
         if proxy:
             jump = [*self.ssh_args(proxy), "-W", "%h:%p", f"{proxy.get('user') or 'root'}@{proxy['host']}"]
-            args += ["-o", f"ProxyCommand={shlex.join(jump)}"]
+            errors = f" 2>>{shlex.quote(str(hop_errors))}" if hop_errors is not None else ""
+            args += ["-o", f"ProxyCommand={shlex.join(jump)}{errors}"]
         return args
 
     def run(
         self, connection: Mapping[str, Any], command: str, stdin: str | None, timeout: float = 900
     ) -> subprocess.CompletedProcess[str]:
         user = connection.get("user") or "root"
-        argv = [*self.ssh_args(connection), f"{user}@{connection['host']}", command]
-        return subprocess.run(
+        kept, hop_errors = self._kept()
+        argv = [*self.ssh_args(connection, hop_errors), *kept, f"{user}@{connection['host']}", command]
+        result = subprocess.run(
             argv, input=stdin or "", capture_output=True, text=True, timeout=timeout, check=False, env=self._env()
         )
+        return self._with_hop_errors(result, hop_errors, connection)
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
@@ -351,7 +420,10 @@ class SshRunner:
         `remote_path/<its name>` (made if missing; `remote_path` must exist), file by file, overwriting."""
         user = connection.get("user") or "root"
         # sftp takes ssh's options, but the port as -P.
-        args = ["sftp" if a == "ssh" else "-P" if a == "-p" else a for a in self.ssh_args(connection)]
+        kept, hop_errors = self._kept()
+        args = [
+            "sftp" if a == "ssh" else "-P" if a == "-p" else a for a in [*self.ssh_args(connection, hop_errors), *kept]
+        ]
         target = f"{remote_path.rstrip('/')}/{source.name}"
         batch = [f"-mkdir {json.dumps(target)}"] + [
             f"put {json.dumps(str(path))} {json.dumps(f'{target}/{path.name}')}"
@@ -359,7 +431,7 @@ class SshRunner:
             if path.is_file()
         ]
         argv = [*args, "-b", "-", f"{user}@{connection['host']}"]
-        return subprocess.run(
+        result = subprocess.run(
             argv,
             input="\n".join(batch) + "\n",
             capture_output=True,
@@ -368,6 +440,7 @@ class SshRunner:
             check=False,
             env=self._env(),
         )
+        return self._with_hop_errors(result, hop_errors, connection)
 
 
 CONNECTION_LOST = re.compile(
@@ -437,6 +510,8 @@ class FleetEngine:
         self.stack_outputs: dict[str, dict[str, Any]] = {}
         """By stack name: the outputs of its last successful `up` (secrets wrapped as on the wire)."""
         self.clock: Callable[[], float] | None = None
+        self.before_release: Callable[[FleetRun], None] | None = None
+        """Called at the end of each run while its connections are still open (a test counts them)."""
         self._lock = threading.Lock()
         self._active = 0
         self._last_activity = time.monotonic()
@@ -456,6 +531,7 @@ class FleetEngine:
             time.sleep(0.05)
 
     def close(self) -> None:
+        self.ssh.release()
         self._tmp.cleanup()
 
     def _execute(  # noqa: PLR0917
@@ -724,6 +800,10 @@ class FleetEngine:
             kept = self.stack_outputs.get(stack, {}) if run.error is not None else {}
             self.stack_outputs[stack] = {**kept, **known}
         run.operations = {**run.operations, **deployment.operations}
+        # The end of `pulumi up`: the provider exits and with it every connection its commands kept open.
+        if self.before_release is not None:
+            self.before_release(run)
+        run.connections_held = self.ssh.release()
         run.wall_seconds = time.monotonic() - started
         self.runs.append(run)
         return run

@@ -1,0 +1,95 @@
+"""SSH connections a real `pulumi up` holds: pulumi-command dials one client per resource and closes the command's
+session, never the client (provider/pkg/provider/remote/commandOutputs.go), so every connection, its sshd and a
+bastion's stay until the provider exits at the end of the run. The fleet engine keeps them the same way
+(SshRunner: one ControlPersist master per call); these tests count them on the hosts, with `ss`, while the run's
+connections are still open, and hold the plan's model (benchmarks/footprint.py: one per SSH resource of the node,
+and on a bastion one per SSH resource behind it) to what the hosts show.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from benchmarks.footprint import ssh_connections
+from components.plan.writer import plan_document
+
+from ..conftest import load_spec
+from .engine import FleetRun
+from .hosts import Fleet, HostSpec
+from .measure import MEASUREMENTS
+
+pytestmark = pytest.mark.fleet
+
+
+def established(hosts: Fleet, name: str) -> int:
+    """TCP connections established to the host's sshd (port 22), seen in its network namespace."""
+    result = subprocess.run(
+        ["ip", "netns", "exec", hosts.netns(hosts[name]), "ss", "-Htn", "state", "established", "( sport = :22 )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return len(result.stdout.splitlines())
+
+
+def test_each_command_keeps_its_connection_until_the_run_ends(fleet, fleet_engine) -> None:
+    """The engine's rule: one connection per SSH resource that ran, open until the end of the run, then none."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
+    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+    seen: dict[str, int] = {}
+
+    def count(run: FleetRun) -> None:
+        seen.update({name: established(hosts, name) for name in hosts.hosts})
+
+    fleet_engine.before_release = count
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    assert run.program is not None
+    model = ssh_connections(
+        plan_document(run.program, project="mlcluster", stack="fleet", spec=load_spec(values, secret))
+    )
+    assert seen == model.per_node and run.connections_held == model.total, (seen, model)
+    # The provider has exited: nothing stays open.
+    assert {name: established(hosts, name) for name in hosts.hosts} == {"cp-1": 0, "w-1": 0}
+    # A run that changes nothing dials nothing.
+    seen.clear()
+    again = fleet_engine.up(values, secret)
+    assert again.steps == [] and again.connections_held == 0 and seen == {"cp-1": 0, "w-1": 0}
+
+
+def test_one_plus_sixteen_behind_a_bastion_holds_what_the_model_says(fleet, fleet_engine) -> None:
+    """1 control plane + 16 workers reachable only through a bastion: at the end of the first `up` every node holds
+    one connection per SSH resource of its own, the bastion one per SSH resource of every node (and sshd processes
+    to match), as benchmarks/footprint.py models it from the plan."""
+    workers = [f"w-{i}" for i in range(1, 17)]
+    hosts = fleet(
+        HostSpec("bastion"), HostSpec("cp-1", only_via="bastion"), *(HostSpec(w, only_via="bastion") for w in workers)
+    )
+    bastion = hosts["bastion"]
+    nodes = [hosts["cp-1"].node("control-plane"), *(hosts[w].node() for w in workers)]
+    values, secret = hosts.stack_values(
+        nodes,
+        ssh={"bastion": {"host": bastion.address, "hostKey": bastion.host_key}},
+        cluster={"apiAddress": "127.0.0.1:16443"},
+    )
+    seen: dict[str, int] = {}
+
+    def count(run: FleetRun) -> None:
+        seen.update({name: established(hosts, name) for name in hosts.hosts})
+
+    fleet_engine.before_release = count
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    assert run.program is not None
+    model = ssh_connections(
+        plan_document(run.program, project="mlcluster", stack="fleet", spec=load_spec(values, secret))
+    )
+    measured = {name: count for name, count in seen.items() if name != "bastion"}
+    assert measured == model.per_node, (measured, model.per_node)
+    assert seen["bastion"] == model.total == run.connections_held
+    assert established(hosts, "bastion") == 0
+    MEASUREMENTS["connections held at the end of a 1+16 first up, per node"] = measured
+    MEASUREMENTS["connections held at the end of a 1+16 first up, on the bastion"] = seen["bastion"]
+    MEASUREMENTS["1+16 behind a bastion, first up wall seconds"] = round(run.wall_seconds, 2)
