@@ -154,6 +154,12 @@ class FleetHost:
         return {**entry, **extra}
 
 
+def _client_key(path: Path, comment: str) -> str:
+    """A new ed25519 key pair for the engine's client at `path`; returns its public key."""
+    _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path))
+    return path.with_suffix(".pub").read_text()
+
+
 def _sh(*argv: str) -> None:
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -225,19 +231,7 @@ class Fleet:
         client = self.dir / "client"
         for old in ("id_ed25519", "id_ed25519.pub"):
             (client / old).unlink()
-        _sh(
-            "ssh-keygen",
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            "mlcluster-fleet-client-2",
-            "-f",
-            str(client / "id_ed25519"),
-        )
-        public = (client / "id_ed25519.pub").read_text()
+        public = _client_key(client / "id_ed25519", "mlcluster-fleet-client-2")
         for host in self.hosts.values():
             (host.dir / "etc-upper" / "ssh" / "fleet_authorized_keys" / host.spec.user).write_text(public)
         self.client_private_key = (client / "id_ed25519").read_text()
@@ -309,20 +303,8 @@ class Fleet:
         absent.chmod(0o755)
         client = self.dir / "client"
         client.mkdir(mode=0o700)
-        _sh(
-            "ssh-keygen",
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            "mlcluster-fleet-client",
-            "-f",
-            str(client / "id_ed25519"),
-        )
+        client_public = _client_key(client / "id_ed25519", "mlcluster-fleet-client")
         self.client_private_key = (client / "id_ed25519").read_text()
-        client_public = (client / "id_ed25519.pub").read_text()
         for index, spec in enumerate(specs):
             if spec.os not in OS_RELEASES:
                 raise ValueError(f"{spec.name}: unknown os {spec.os!r} (one of {sorted(OS_RELEASES)})")
@@ -348,6 +330,11 @@ class Fleet:
         ):
             (host_dir / sub).mkdir(parents=True)
         (host_dir / "state").chmod(0o755)
+        # sshd starts the command with the user's bash, which reads ~/.bashrc even without a terminal (Debian
+        # builds bash so). The test machine's root .bashrc runs `pyenv init`, whose rehash waits on a lock file: a
+        # host restarted in the middle of one kept the lock on its disk, and every later session on it waited a
+        # minute (a sweep row took 560 s). A server has no such profile: the host's root gets an empty one.
+        (host_dir / "root-upper" / ".bashrc").write_text("# fleet host: not the test machine's shell profile\n")
         etc = host_dir / "etc-upper"
         (etc / "os-release").write_text(OS_RELEASES[spec.os])
         (etc / "fstab").write_text("# fleet host\n" + ("/swap.img none swap sw 0 0\n" if spec.swap else ""))

@@ -9,14 +9,15 @@ and on a bastion one per SSH resource behind it) to what the hosts show.
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 
 import pytest
 
-from benchmarks.footprint import ssh_connections
+from benchmarks.footprint import Connections, ssh_connections
 from components.plan.writer import plan_document
 
 from ..conftest import load_spec
-from .engine import FleetRun
+from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, HostSpec
 from .measure import MEASUREMENTS
 
@@ -34,22 +35,34 @@ def established(hosts: Fleet, name: str) -> int:
     return len(result.stdout.splitlines())
 
 
-def test_each_command_keeps_its_connection_until_the_run_ends(fleet, fleet_engine) -> None:
-    """The engine's rule: one connection per SSH resource that ran, open until the end of the run, then none."""
-    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
-    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+def held_at_each_run_end(hosts: Fleet, engine: FleetEngine) -> dict[str, int]:
+    """Filled at the end of each of the engine's runs, while its connections are still open: established
+    connections by host."""
     seen: dict[str, int] = {}
 
     def count(run: FleetRun) -> None:
         seen.update({name: established(hosts, name) for name in hosts.hosts})
 
-    fleet_engine.before_release = count
-    run = fleet_engine.up(values, secret)
-    run.raise_error()
+    engine.before_release = count
+    return seen
+
+
+def modelled(run: FleetRun, values: dict[str, Any], secret: list[str]) -> Connections:
+    """The plan's model of the connections the run's program holds (benchmarks/footprint.py)."""
     assert run.program is not None
-    model = ssh_connections(
+    return ssh_connections(
         plan_document(run.program, project="mlcluster", stack="fleet", spec=load_spec(values, secret))
     )
+
+
+def test_each_command_keeps_its_connection_until_the_run_ends(fleet, fleet_engine) -> None:
+    """The engine's rule: one connection per SSH resource that ran, open until the end of the run, then none."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
+    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+    seen = held_at_each_run_end(hosts, fleet_engine)
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    model = modelled(run, values, secret)
     assert seen == model.per_node and run.connections_held == model.total, (seen, model)
     # The provider has exited: nothing stays open.
     assert {name: established(hosts, name) for name in hosts.hosts} == {"cp-1": 0, "w-1": 0}
@@ -74,18 +87,10 @@ def test_one_plus_sixteen_behind_a_bastion_holds_what_the_model_says(fleet, flee
         ssh={"bastion": {"host": bastion.address, "hostKey": bastion.host_key}},
         cluster={"apiAddress": "127.0.0.1:16443"},
     )
-    seen: dict[str, int] = {}
-
-    def count(run: FleetRun) -> None:
-        seen.update({name: established(hosts, name) for name in hosts.hosts})
-
-    fleet_engine.before_release = count
+    seen = held_at_each_run_end(hosts, fleet_engine)
     run = fleet_engine.up(values, secret)
     run.raise_error()
-    assert run.program is not None
-    model = ssh_connections(
-        plan_document(run.program, project="mlcluster", stack="fleet", spec=load_spec(values, secret))
-    )
+    model = modelled(run, values, secret)
     measured = {name: count for name, count in seen.items() if name != "bastion"}
     assert measured == model.per_node, (measured, model.per_node)
     assert seen["bastion"] == model.total == run.connections_held
