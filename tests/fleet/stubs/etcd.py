@@ -29,7 +29,8 @@ USER_CONTAINER = "9a7e5c3b1d0f"
 IMAGE_BINARIES = ("etcd", "etcdctl")
 """What the etcd image holds on its PATH besides the shell: the images kubernetes builds (cluster/images/etcd: its
 Makefile installs etcd and etcdctl of each bundled version, its Dockerfile copies `etcd* etcdctl*`) have no etcdutl;
-the etcd project's own images, which registry.k8s.io/etcd mirrors for tags promoted since late 2025, add etcdutl.
+the etcd project's own images, which the Kubernetes image registry serves as its etcd image for tags promoted
+since late 2025, add etcdutl.
 The stub is the image without it: a script needing etcdutl in the container fails here as on those clusters."""
 TLS_FLAGS = ("--cacert=", "--cert=", "--key=")
 
