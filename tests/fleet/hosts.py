@@ -43,6 +43,8 @@ OS_RELEASES = {
     "rhel-10": 'NAME="Red Hat Enterprise Linux"\nID="rhel"\nID_LIKE="centos fedora"\nVERSION_ID="10.0"\n',
 }
 PACKAGE_BINARIES = ("kubeadm", "kubectl", "containerd")
+REAL_PACKAGE_BINARIES = ("keepalived", "haproxy")
+"""Real programs a host gets from its package (stubs/daemons.py): hidden at /usr/sbin until it installs them."""
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 
@@ -301,6 +303,31 @@ class Fleet:
         absent = self.dir / "absent"
         absent.write_text('#!/bin/sh\necho "$0: command not found" >&2\nexit 127\n')
         absent.chmod(0o755)
+        real = self.dir / "real"
+        real.mkdir()
+        for tool in REAL_PACKAGE_BINARIES:
+            if Path(f"/usr/sbin/{tool}").exists():  # absent: a host that installs it fails, naming the cause
+                shutil.copy2(f"/usr/sbin/{tool}", real / tool)
+        tls = self.dir / "apiserver-tls"
+        tls.mkdir()
+        _sh(
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=kube-apiserver",
+            "-keyout",
+            str(tls / "tls.key"),
+            "-out",
+            str(tls / "tls.crt"),
+        )
         client = self.dir / "client"
         client.mkdir(mode=0o700)
         client_public = _client_key(client / "id_ed25519", "mlcluster-fleet-client")
@@ -349,6 +376,8 @@ class Fleet:
                     "python": sys.executable,
                     "stubs": str(STUBS),
                     "binDir": "/usr/local/bin",
+                    "realBinaries": str(self.dir / "real"),
+                    "apiServerTls": str(self.dir / "apiserver-tls"),
                 }
             )
         )
@@ -397,6 +426,9 @@ class Fleet:
             sudoers.chmod(0o440)
         masks = "".join(
             f"[ -e /usr/bin/{tool} ] && mount --bind {self.dir}/absent /usr/bin/{tool}\n" for tool in PACKAGE_BINARIES
+        ) + "".join(
+            f"[ -e /usr/sbin/{tool} ] && mount --bind {self.dir}/absent /usr/sbin/{tool}\n"
+            for tool in REAL_PACKAGE_BINARIES
         )
         home = f"mkdir -p /home/{spec.user} && chown 1500:1500 /home/{spec.user}\n" if spec.user != "root" else ""
         (host_dir / "boot.sh").write_text(
@@ -429,13 +461,17 @@ class Fleet:
         _sh("ip", "netns", "add", netns)
         _sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
         _sh("ip", "link", "set", veth, "master", self.bridge, "up")
-        _sh("ip", "-n", netns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         _sh("ip", "-n", netns, "link", "set", "eth0", "up")
         _sh("ip", "-n", netns, "link", "set", "lo", "up")
         self._power_on(host)
 
     def _power_on(self, host: FleetHost) -> None:
-        """Start the host in its network namespace: a private mount namespace over its disk, then sshd."""
+        """Start the host in its network namespace: a private mount namespace over its disk, then sshd. Its
+        interface has only the host's own address, as after a real power cycle (an address keepalived added
+        before the cut is gone)."""
+        netns = self.netns(host)
+        _sh("ip", "-n", netns, "addr", "flush", "dev", "eth0")
+        _sh("ip", "-n", netns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         boot = ["ip", "netns", "exec", self.netns(host), "unshare", "--mount", "--propagation", "private", "--", "bash"]
         with open(host.dir / "boot.log", "ab") as boot_log:
             host.process = subprocess.Popen(
@@ -520,6 +556,18 @@ class Fleet:
             self._power_on(host)
         for host in self.hosts.values():
             self._wait_for_sshd(host)
+            self._resume(host)
+
+    def _resume(self, host: FleetHost) -> None:
+        """Processes that were running at the snapshot run again (real services, the API server stand-in); the
+        state is read from outside first, so a host with none costs no call."""
+        services = host.state().get("services", {})
+        manifest = host.dir / "etc-upper" / "kubernetes" / "manifests" / "kube-apiserver.yaml"
+        real = any(services.get(unit, {}).get("active") for unit in REAL_PACKAGE_BINARIES)
+        if real or (manifest.exists() and services.get("kubelet", {}).get("enabled")):
+            resumed = host.run(f"{sys.executable} -s {STUBS / 'daemons.py'} resume", check=False)
+            if resumed.returncode != 0:
+                raise AssertionError(f"{host.name}: resuming its processes failed: {resumed.stderr}")
 
     def _wait_for_sshd(self, host: FleetHost) -> None:
         deadline = time.monotonic() + 10

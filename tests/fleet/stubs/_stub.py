@@ -18,7 +18,9 @@ pass between runs.
 
 The "API server" of a cluster is a directory shared by all hosts of a fleet (`cluster_root/<endpoint>`):
 `kubeadm init` creates it, `token create` adds tokens, `join` checks them and registers Nodes, `kubectl`
-reads and changes them. No network traffic is involved.
+reads and changes them. Network traffic is involved only where a real program or a load balancer is in the path
+(stubs/daemons.py): each control plane serves an API server stand-in on 6443, and an endpoint that is an IP
+address on another port (a VIP, cluster.apiVip) is reached over the network by `kubeadm init` and `join`.
 
 Calls are appended to `calls.jsonl` (one JSON object a line: tool, argv, t0, t1, rc and hashes of the
 inputs that matter, never their content), so tests can assert order and count.
@@ -71,6 +73,9 @@ class Host:
         self.python: str = config["python"]
         self.stubs: str = config["stubs"]
         self.bin_dir = Path(config["binDir"])
+        self.real_binaries = Path(config.get("realBinaries", "/nonexistent"))
+        """keepalived and haproxy, copied from the test machine at the fleet's start (stubs/daemons.py)."""
+        self.api_server_tls = Path(config.get("apiServerTls", "/nonexistent"))
         settings_file = self.state_dir / "settings.json"
         self.settings: dict[str, Any] = json.loads(settings_file.read_text()) if settings_file.exists() else {}
         self.record_extra: dict[str, Any] = {}
@@ -119,6 +124,14 @@ class Host:
     def install_binary(self, tool: str) -> None:
         """A package put `tool` on PATH (the stubs for package binaries appear only once installed)."""
         write_launcher(self.bin_dir / tool, self.python, Path(self.stubs), tool)
+
+    def install_real_binary(self, tool: str) -> None:
+        """A package put a real program on PATH: the test machine's copy, run as it is (stubs/daemons.py)."""
+        real = self.real_binaries / tool
+        if not real.exists():
+            raise fail(f"the fleet has no real {tool}: bash .ci/os-packages fleet installs it on the test machine")
+        (self.bin_dir / tool).write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+        (self.bin_dir / tool).chmod(0o755)
 
     def remove_binary(self, tool: str) -> None:
         (self.bin_dir / tool).unlink(missing_ok=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from _stub import Host, StubExit
 from kernel import DEFAULTS, KNOWN_MODULES
-from systemctl import _check_start
+from systemctl import REAL_UNITS, _check_start
 
 
 def _lines(pattern: str) -> list[str]:
@@ -47,6 +47,8 @@ def boot(host: Host) -> None:
         )
         for unit, service in sorted(state.get("services", {}).items(), key=lambda item: item[0] != "containerd"):
             service["active"] = False
+            if unit in REAL_UNITS:
+                continue  # started below, once the state is written (their start reads nothing of it)
             if service.get("enabled"):
                 try:
                     _check_start(host, state, unit)
@@ -54,6 +56,27 @@ def boot(host: Host) -> None:
                     continue
                 service["active"] = True
                 service["starts"] = service.get("starts", 0) + 1
+
+    _start_processes(host)
+
+
+def _start_processes(host: Host) -> None:
+    """Enabled real services start; the kubelet starts the API server's static pod when its manifest is there."""
+    import daemons
+
+    with host.state() as state:
+        services = state.get("services", {})
+        enabled = [u for u in REAL_UNITS if services.get(u, {}).get("enabled")]
+        kubelet = bool(services.get("kubelet", {}).get("active"))
+    for unit in enabled:
+        try:
+            daemons.start(host, unit)
+        except StubExit:
+            continue
+        with host.state() as state:
+            state["services"][unit].update(active=True, starts=state["services"][unit].get("starts", 0) + 1)
+    if kubelet and daemons.APISERVER_MANIFEST.exists():
+        daemons.start_apiserver(host)
 
 
 if __name__ == "__main__":

@@ -355,6 +355,50 @@ def _renew(host: Host, dates: dict[str, float]) -> None:
             _write(path, yaml.safe_dump(config, sort_keys=False))
 
 
+def _through_network(endpoint: str) -> tuple[str, int] | None:
+    """(address, port) when `endpoint` is an IP address on another port than the API servers' own: a load balancer
+    or VIP in front of them (cluster.apiVip), which kubeadm reaches over the network as every node does. Endpoints on
+    6443 and DNS names (the fleet has no DNS) stay the shared state's (see the module docstring)."""
+    import ipaddress
+
+    host, _, port = endpoint.rpartition(":")
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    return (host.strip("[]"), int(port)) if port.isdigit() and int(port) != 6443 else None
+
+
+def _get(endpoint: str, path: str, deadline_seconds: float) -> tuple[int, str]:
+    """GET https://endpoint/path as kubeadm's discovery does (no CA yet: it validates by pin afterwards), retrying
+    until the deadline as kubeadm retries; (0, the last error) when nothing answered."""
+    import http.client
+    import ssl
+
+    address, port = _through_network(endpoint) or ("", 0)
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    deadline, last = time.monotonic() + deadline_seconds, ""
+    while True:
+        connection = http.client.HTTPSConnection(address, port, timeout=2, context=context)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, response.read().decode(errors="replace")
+        except OSError as error:
+            last = f"dial tcp {address}:{port}: {error.strerror or error}"
+        finally:
+            connection.close()
+        if time.monotonic() >= deadline:
+            return 0, last
+        time.sleep(0.5)
+
+
+DISCOVERY_SECONDS = 20.0
+"""How long the stub's discovery retries through a load balancer (kubeadm's own default is 5 min: a test needs no
+more than the time a VIP takes to move)."""
+
+
 def init(host: Host, argv: list[str]) -> int:
     if argv[:2] == ["phase", "upload-certs"]:
         return upload_certs(host, argv[2:])
@@ -405,12 +449,23 @@ def init(host: Host, argv: list[str]) -> int:
     host.checkpoint("kubelet-start")
     _write(Path("/var/lib/kubelet/config.yaml"), yaml.safe_dump(docs.get("KubeletConfiguration", {})), 0o644)
     host.checkpoint("wait-control-plane")
+    import daemons
+
+    daemons.start_apiserver(host)
     with host.cluster(endpoint) as cluster:  # the API server answers, on this node's etcd
         cluster.update(identity, tokens={}, certificateKey=None, nodes={}, apiServerState=str(host.state_dir))
         cluster["nodes"][name] = _node(init_doc.get("nodeRegistration", {}), True, host, version)
         cluster["etcdMembers"] = {name: {"id": secrets.token_hex(8), "started": True}}
         record_versions(cluster, f"kubeadm init {name}")
     host.checkpoint("upload-config")
+    if _through_network(endpoint):
+        # From here on kubeadm talks to the API through admin.conf, i.e. through the controlPlaneEndpoint.
+        status, text = _get(endpoint, "/readyz", DISCOVERY_SECONDS)
+        if status != 200:
+            raise fail(
+                f'error execution phase upload-config/kubeadm: could not reach the API server at "https://{endpoint}":'
+                f" {text or status}"
+            )
     with host.cluster(endpoint) as cluster:
         cluster["kubeadmConfig"] = True  # the kubeadm-config ConfigMap that joins and upgrades read
     if upload:
@@ -479,6 +534,14 @@ def join(host: Host, argv: list[str]) -> int:
             f' "https://{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info": dial tcp:'
             " connect: connection refused"
         )
+    if _through_network(endpoint):
+        status, text = _get(endpoint, "/api/v1/namespaces/kube-public/configmaps/cluster-info", DISCOVERY_SECONDS)
+        if status != 200:
+            raise fail(
+                "error execution phase preflight: couldn't validate the identity of the API Server: Get"
+                f' "https://{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info": {text or status}'
+            )
+        host.record_extra["discoveredThrough"] = endpoint
     with host.cluster(endpoint) as cluster:
         api_server_state = Path(cluster["apiServerState"])
         cluster_info = cluster.get("clusterInfo", False)
@@ -558,6 +621,9 @@ def join(host: Host, argv: list[str]) -> int:
         with host.cluster(endpoint) as cluster:
             cluster.setdefault("etcdMembers", {})[name] = {"id": secrets.token_hex(8), "started": True}
         _write_static_pods(version)
+        import daemons
+
+        daemons.start_apiserver(host)
         host.checkpoint("mark-control-plane")
         with host.cluster(endpoint) as cluster:
             cluster["nodes"][name]["labels"].update(CONTROL_PLANE_LABELS)
@@ -622,6 +688,9 @@ def reset(host: Host, argv: list[str]) -> int:
             with host.cluster(endpoint) as cluster:
                 if name in cluster.get("nodes", {}):
                     cluster["nodes"][name]["ready"] = False  # its kubelet stops: NotReady once the grace period ends
+    import daemons
+
+    daemons.stop("kube-apiserver")  # its static pod's manifest goes below; the kubelet stops it
     for name in ("admin.conf", "super-admin.conf", "kubelet.conf", "bootstrap-kubelet.conf"):
         Path(f"/etc/kubernetes/{name}").unlink(missing_ok=True)
     for directory in ("/etc/kubernetes/manifests", "/etc/kubernetes/pki", "/var/lib/kubelet", "/var/lib/etcd"):

@@ -14,7 +14,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from _stub import Host, fail, main, sha256
+from _stub import Host, StubExit, fail, main, sha256
 
 if TYPE_CHECKING:
     from typing import Any
@@ -28,6 +28,9 @@ BINARIES = {
     "kubectl": ["kubectl"],
 }
 UNITS = {"containerd": "containerd", "containerd.io": "containerd", "kubelet": "kubelet"}
+REAL_PACKAGES = {"keepalived": ("1:2.2.7-1+b2", "2.2.8-4.el9"), "haproxy": ("2.6.12-1+deb12u4", "2.4.22-4.el9")}
+"""In every distribution's base repositories (DEB version, RPM version); their binaries are the real ones
+(stubs/daemons.py)."""
 DEB_K8S_SOURCE = "/etc/apt/sources.list.d/kubernetes.list"
 DEB_K8S_KEYRING = "/etc/apt/keyrings/kubernetes-apt-keyring.gpg"
 RPM_K8S_REPO = "/etc/yum.repos.d/kubernetes.repo"
@@ -59,6 +62,8 @@ def _sources_hash() -> str:
 
 
 def _deb_available(host: Host, state: dict[str, Any], name: str) -> list[str]:
+    if name in REAL_PACKAGES:
+        return [REAL_PACKAGES[name][0]]
     if name == "containerd":
         return [f"{host.settings.get('containerdVersion', '1.7.24')}~ds1-1"]
     if name in K8S_PACKAGES:
@@ -74,6 +79,10 @@ def _installed(host: Host, state: dict[str, Any], name: str, version: str) -> No
     state.setdefault("packages", {})[name] = version
     for tool in BINARIES.get(name, []):
         host.install_binary(tool)
+    if name in REAL_PACKAGES:
+        host.install_real_binary(name)
+        if name not in state.setdefault("units", []):
+            state["units"].append(name)
     unit = UNITS.get(name)
     if unit:
         units = state.setdefault("units", [])
@@ -117,8 +126,28 @@ def apt_get(host: Host, argv: list[str]) -> int:
                 )
                 service.update(enabled=True, active=True)
                 service["starts"] += 1
+            if name in REAL_PACKAGES:
+                _deb_postinst_real(host, state, name)
             print(f"Setting up {name} ({version}) ...")
     return 0
+
+
+def _deb_postinst_real(host: Host, state: dict[str, Any], name: str) -> None:
+    """Debian enables both services; haproxy starts with the package's default configuration, keepalived not
+    (its unit needs a non-empty keepalived.conf). A start that fails leaves the install done (`|| true`)."""
+    import daemons
+
+    service = state.setdefault("services", {}).setdefault(
+        name, {"enabled": False, "active": False, "starts": 0, "restarts": 0}
+    )
+    service["enabled"] = True
+    if name == "haproxy":
+        try:
+            daemons.start(host, name)
+            service["starts"] += 1
+        except StubExit:
+            pass
+    service["active"] = daemons.alive(name)
 
 
 def apt_cache(host: Host, argv: list[str]) -> int:
@@ -199,6 +228,8 @@ def dnf(host: Host, argv: list[str]) -> int:
             name, wanted = match.group(1), match.group(2)
             if name == "containerd.io" and _read(RPM_DOCKER_REPO) is not None:
                 available = [str(host.settings.get("containerdVersion", "1.7.24"))]
+            elif name in REAL_PACKAGES:
+                available = [REAL_PACKAGES[name][1]]
             elif name in K8S_PACKAGES and _k8s_minor(k8s_repo):
                 excluded = name in _repo_excludes(k8s_repo or "") and not disabled & {"kubernetes", "all"}
                 available = [] if excluded else _k8s_versions(host, name, _k8s_minor(k8s_repo) or "")

@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 from _stub import Host, fail, main, record_versions, sha256, version_tuple
 
+REAL_UNITS = ("keepalived", "haproxy")
+"""Units whose real program runs (stubs/daemons.py), imported only when one of them is asked for."""
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -67,6 +70,33 @@ def _check_start(host: Host, state: dict[str, Any], unit: str) -> None:
         )
 
 
+def _real_unit(host: Host, service: dict[str, Any], unit: str, action: str, now: bool) -> int:
+    """keepalived and haproxy: the real programs run (stubs/daemons.py); `active` is whether the process is."""
+    import daemons
+
+    if action in ("is-active", "status"):
+        return 0 if daemons.alive(unit) else 3
+    if action == "is-enabled":
+        return 0 if service["enabled"] else 1
+    if action == "enable":
+        service["enabled"] = True
+    if action == "disable":
+        service["enabled"] = False
+    if action in ("start", "restart") or (action == "enable" and now):
+        if action == "restart":
+            daemons.stop(unit)
+            service["restarts"] += 1
+        elif not daemons.alive(unit):
+            service["starts"] += 1
+        daemons.start(host, unit)
+    elif action in ("stop",) or (action == "disable" and now):
+        daemons.stop(unit)
+    elif action == "reload":
+        daemons.reload(host, unit)
+    service["active"] = daemons.alive(unit)
+    return 0
+
+
 def systemctl(host: Host, argv: list[str]) -> int:
     quiet = "--quiet" in argv or "-q" in argv
     now = "--now" in argv
@@ -88,6 +118,17 @@ def systemctl(host: Host, argv: list[str]) -> int:
         services: dict[str, Any] = state.setdefault("services", {})
         for unit in units:
             service = services.setdefault(unit, {"enabled": False, "active": False, "starts": 0, "restarts": 0})
+            if unit in REAL_UNITS and unit in known:
+                status = _real_unit(host, service, unit, action, now)
+                if action in ("is-active", "is-enabled", "status") and not quiet:
+                    on = status == 0
+                    print(
+                        ("active" if on else "inactive")
+                        if action != "is-enabled"
+                        else ("enabled" if on else "disabled")
+                    )
+                rc = rc or status
+                continue
             if action in ("is-active", "is-enabled", "status"):
                 key = "active" if action in ("is-active", "status") else "enabled"
                 on = service[key] and unit in known
