@@ -65,6 +65,14 @@ TOLERATED: dict[tuple[str, str], str] = {
     ("lib.sh", 'elif ! firewall-cmd --query-port="$port" >/dev/null 2>&1; then'): (
         "--query-port answers by status (1: not open); a firewalld that cannot answer was ruled out by --state"
     ),
+    (
+        "lib.sh",
+        "if firewall-cmd --permanent --query-protocol=vrrp >/dev/null 2>&1 && firewall-cmd --query-protocol=vrrp"
+        " >/dev/null 2>&1; then",
+    ): "--query-protocol answers by status (1: not allowed); a firewalld that cannot answer was ruled out by --state",
+    ("api-vip.sh", 'tcp_connects "$VIP_ADDRESS" "$VIP_PORT" 3 || true'): (
+        "the attempt only makes the kernel ask who has the address (ARP); the neighbour table read next is the answer"
+    ),
     ("kubeadm-join.sh", "IFS= read -r token || true"): "read is 1 at end of input; every value is checked after",
     ("kubeadm-join.sh", "IFS= read -r ca_hash || true"): "read is 1 at end of input; every value is checked after",
     ("kubeadm-join.sh", "IFS= read -r certificate_key || true"): (

@@ -22,6 +22,7 @@ from ..render.kubeconfig import kubeconfig_reaching
 from ..render.kubelet_placement import spec_warnings
 from ..render.upgrade import VERSION_OUTPUT, version_change_problem
 from ..warnings import warn
+from .api_vip import ApiVip
 from .certificates import Certificates
 from .cluster_care import ClusterCare
 from .control_plane import FirstControlPlane
@@ -63,6 +64,9 @@ class KubeadmCluster(pulumi.ComponentResource):
             if looks_in_preparation(spec, node):
                 report_undeclared_gpus(spec, node, prepared[node.name])
 
+        if spec.cluster.api_vip is not None:
+            # A control plane is ready for init/join once it also serves the VIP.
+            prepared.update(ApiVip(spec, prepared, opts=child).steps)
         first, *other_control_planes = spec.control_planes
         control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)
         # This stack's last deployment (none before the first): the certificates' dates and the join

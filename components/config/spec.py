@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks, formats
+from .api_vip import ApiVipSpec, validate_api_vip
 from .care import CertificatesSpec, EtcdSnapshotSpec, UpgradeSpec
 from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
@@ -52,8 +53,14 @@ class ClusterSpec:
     control_plane_endpoint: str | None = setting(
         None,
         doc="Stable address (VIP or load balancer, host[:port]) of the API servers; required with more"
-        " than one control-plane node.",
+        " than one control-plane node unless `cluster.apiVip` (then optional: a DNS name for the VIP).",
         check=checks.host_port,
+        modes=("kubeadm",),
+    )
+    api_vip: ApiVipSpec | None = setting(
+        None,
+        doc="An HA API address without a load balancer: keepalived holds this VIP on one control plane and haproxy"
+        " on each spreads the API over the healthy ones (docs/bootstrap.md, HA without a load balancer).",
         modes=("kubeadm",),
     )
     api_address: str | None = setting(
@@ -399,11 +406,14 @@ class Spec:
             return
         if not self.control_planes:
             problems.error("nodes", "has no control-plane node: give at least one node the role control-plane")
-        if len(self.control_planes) > 1 and not self.cluster.control_plane_endpoint:
+        if len(self.control_planes) > 1 and not self.cluster.control_plane_endpoint and not self.cluster.api_vip:
             problems.error(
                 "cluster.controlPlaneEndpoint",
-                f"is required with {len(self.control_planes)} control-plane nodes (a VIP or load balancer)",
+                f"is required with {len(self.control_planes)} control-plane nodes: your load balancer's address, or"
+                " set cluster.apiVip (a free address on the control planes' subnet) to have keepalived and haproxy"
+                " on the control planes serve one",
             )
+        validate_api_vip(self, problems)
         if self.ssh.private_key is None and not self.ssh.agent:
             problems.error(
                 "ssh.privateKey",

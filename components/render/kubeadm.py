@@ -48,10 +48,14 @@ def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
 
 def api_endpoint(spec: Spec) -> str:
     """host:port the nodes and the admin kubeconfig use for the API server."""
+    vip = spec.cluster.api_vip
+    default_port = vip.port if vip is not None else API_SERVER_PORT
     if spec.cluster.control_plane_endpoint:
         endpoint = spec.cluster.control_plane_endpoint
         has_port = endpoint.rsplit("]", 1)[-1].count(":") == 1 if endpoint.startswith("[") else ":" in endpoint
-        return endpoint if has_port else f"{endpoint}:{API_SERVER_PORT}"
+        return endpoint if has_port else f"{endpoint}:{default_port}"
+    if vip is not None:
+        return f"{vip.ip}:{vip.port}"
     first = spec.control_planes[0]
     host = f"[{first.host}]" if ":" in first.host else first.host
     return f"{host}:{API_SERVER_PORT}"
@@ -65,7 +69,8 @@ def _local_endpoint(node: NodeSpec) -> dict[str, Any]:
 
 
 def cluster_configuration(spec: Spec) -> dict[str, Any]:
-    sans = sorted({n.host for n in spec.control_planes} | {api_endpoint(spec).rsplit(":", 1)[0].strip("[]")})
+    vip = {spec.cluster.api_vip.ip} if spec.cluster.api_vip is not None else set()
+    sans = sorted({n.host for n in spec.control_planes} | {api_endpoint(spec).rsplit(":", 1)[0].strip("[]")} | vip)
     config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "ClusterConfiguration",
@@ -74,7 +79,7 @@ def cluster_configuration(spec: Spec) -> dict[str, Any]:
         "networking": {"podSubnet": spec.cluster.pod_cidr, "serviceSubnet": spec.cluster.service_cidr},
         "apiServer": {"certSANs": sans},
     }
-    if spec.cluster.control_plane_endpoint:
+    if spec.cluster.control_plane_endpoint or spec.cluster.api_vip is not None:
         config["controlPlaneEndpoint"] = api_endpoint(spec)
     return config
 

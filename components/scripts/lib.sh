@@ -191,6 +191,39 @@ firewall_open() {
   fi
 }
 
+# Whether $1:$2 accepts a TCP connection within $3 seconds (bash's /dev/tcp: no nc or curl needed on the node).
+tcp_connects() {
+  # shellcheck disable=SC2016 # $1 and $2 expand in the inner bash
+  timeout "$3" bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$1" "$2" 2>/dev/null
+}
+
+# VRRP (IP protocol 112, keepalived's adverts between the control planes) through the active firewall. ufw has no
+# rule for a protocol without ports: its before.rules file takes one line, which an administrator adds (said how).
+firewall_allow_vrrp() {
+  local firewall before_rules=/etc/ufw/before.rules current
+  firewall=$(firewall_in_use)
+  case $firewall in
+    firewalld)
+      if firewall-cmd --permanent --query-protocol=vrrp >/dev/null 2>&1 && firewall-cmd --query-protocol=vrrp >/dev/null 2>&1; then
+        ok "firewalld allows VRRP"
+      else
+        firewall-cmd --permanent --add-protocol=vrrp >/dev/null
+        firewall-cmd --reload >/dev/null
+        changed "firewalld allows VRRP"
+      fi
+      ;;
+    ufw)
+      current=""
+      [ ! -f "$before_rules" ] || current=$(cat "$before_rules") || die "cannot read $before_rules"
+      [[ $current == *"-p vrrp -j ACCEPT"* ]] ||
+        die "ufw is active and drops VRRP (IP protocol 112), which keepalived needs between the control planes: add" \
+          "'-A ufw-before-input -p vrrp -j ACCEPT' before the COMMIT line of $before_rules, run 'ufw reload', then up again"
+      ok "ufw allows VRRP ($before_rules)"
+      ;;
+    none) ok "no active host firewall (firewalld, ufw): VRRP passes" ;;
+  esac
+}
+
 # SELinux stance: mlcluster never changes the mode. Enforcing and permissive both work (containerd.io requires
 # container-selinux, the policy that labels containers); the mode is reported so a denial can be traced.
 selinux_mode() {

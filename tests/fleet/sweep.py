@@ -84,7 +84,7 @@ class Scenario:
     interrupted: bool = False
     """Also restart the host and drop the connection in the middle of each node step."""
     cluster: dict[str, Any] = field(default_factory=dict)
-    """The stack's `cluster` section beside the fleet's defaults."""
+    """The stack's `cluster` section beside the fleet's defaults (`{subnet}`: the fleet's network, e.g. 198.18.4)."""
 
 
 def _bootstrap(fleet: Fleet, engine: FleetEngine, values: dict[str, Any], secret: list[str]) -> dict[str, Any]:
@@ -124,6 +124,16 @@ SCENARIOS = {
             calls=r"kubeadm join .*",
             interrupted=True,
             cluster={"controlPlaneEndpoint": "k8s-api.fleet.test:6443"},
+        ),
+        Scenario(
+            "vip",
+            "2 control planes holding cluster.apiVip (keepalived, haproxy) + 1 worker, first up: the VIP step's calls",
+            (HostSpec("cp-1"), HostSpec("cp-2", os="rocky-9"), HostSpec("w-1")),
+            {"cp-1": "control-plane", "cp-2": "control-plane", "w-1": "worker"},
+            _bootstrap,
+            calls=r"(?:apt-get|dnf) install .*keepalived.*|systemctl .*(?:keepalived|haproxy).*",
+            interrupted=True,
+            cluster={"apiVip": {"address": "{subnet}.200/24"}},
         ),
         Scenario(
             "upgrade",
@@ -287,7 +297,9 @@ class Sweeper:
         self.engine = FleetEngine()
         self.engine.clock = fleet.now
         nodes = [fleet[n].node(role) for n, role in scenario.roles.items()]
-        values, self.secret = fleet.stack_values(nodes, cluster=scenario.cluster)
+        # `{subnet}` in the cluster section: the fleet's own network (a VIP must be on it).
+        cluster = json.loads(json.dumps(scenario.cluster).replace("{subnet}", fleet.address(0).rsplit(".", 1)[0]))
+        values, self.secret = fleet.stack_values(nodes, cluster=cluster)
         self.values = scenario.prepare(fleet, self.engine, values, self.secret)
         self.saved = (copy.deepcopy(self.engine.state), copy.deepcopy(self.engine.stack_outputs))
         self.start = workdir / "start"
