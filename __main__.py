@@ -20,6 +20,7 @@ from components.platform.gpu_operator import GpuOperator
 from components.platform.image_logistics import ImageLogistics
 from components.platform.kueue import Kueue
 from components.platform.monitoring import Monitoring
+from components.platform.network import NetworkOperator
 from components.platform.serving import Serving
 from components.platform.storage import Storage
 from components.platform.training import Training
@@ -70,6 +71,10 @@ if spec.gpu_operator.enabled:
         # NVSentinel's webhooks take their certificates from cert-manager (installed with serving).
         cert_manager = [serving.cert_manager] if serving is not None else []
         GpuHealth(spec, provider, depends_on=[gpu_operator, *cert_manager])
+if spec.network.rdma.enabled:
+    # After the GPU Operator, whose Node Feature Discovery (and its CRDs) the Network Operator then uses.
+    gpu_layer = [gpu_operator] if spec.gpu_operator.enabled else []
+    platform.append(NetworkOperator(spec, provider, depends_on=[*base, *gpu_layer]))
 if spec.kueue.enabled:
     platform.append(Kueue(spec, provider, depends_on=base))
 if spec.kubeflow.enabled:

@@ -34,6 +34,10 @@ class FakeGpuHost:
     nouveau_blacklisted: bool = False
     kernel_headers: bool = False
     operator_driver: bool = False
+    rdma_ports: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    """(device, state, rate, link layer, netdev) of port 1 of each RDMA device, in the kernel's sysfs formats
+    (`4: ACTIVE`, `400 Gb/sec (4X NDR)`, `InfiniBand`), as ibv_devinfo reads them."""
+    peermem_loaded: bool = False
 
     def install(self, base: Path) -> dict[str, str]:
         """Writes the stubs and fake root under base; returns the environment the script runs with."""
@@ -65,6 +69,15 @@ class FakeGpuHost:
             )
         if self.kernel_headers:
             (root / "lib/modules" / os.uname().release / "build").mkdir(parents=True, exist_ok=True)
+        for device, state, rate, link_layer, netdev in self.rdma_ports:
+            port = root / "sys/class/infiniband" / device / "ports/1"
+            port.mkdir(parents=True, exist_ok=True)
+            (port / "state").write_text(f"{state}\n")
+            (port / "rate").write_text(f"{rate}\n")
+            (port / "link_layer").write_text(f"{link_layer}\n")
+            (root / "sys/class/infiniband" / device / "device/net" / netdev).mkdir(parents=True, exist_ok=True)
+        if self.peermem_loaded:
+            (root / "sys/module/nvidia_peermem").mkdir(parents=True, exist_ok=True)
         if self.operator_driver:
             (root / "run/nvidia/driver/usr/bin").mkdir(parents=True, exist_ok=True)
             (root / "run/nvidia/driver/usr/bin/nvidia-smi").write_text("")

@@ -57,7 +57,10 @@ def _all_gpu_workers(values: dict[str, Any]) -> None:
 
 def _one_node_lab(values: dict[str, Any]) -> None:
     [first] = [n for n in values["nodes"] if n["name"] == "cp-1"]
-    values["nodes"] = [{**first, "roles": ["control-plane", "worker"], "gpu": {"count": 2, "model": "H100-SXM-80GB"}}]
+    # A GPU node names its rack (kueue.topology of the on-prem example).
+    rack = {"block": "b1", "rack": "r07"}
+    gpu = {"count": 2, "model": "H100-SXM-80GB"}
+    values["nodes"] = [{**first, "roles": ["control-plane", "worker"], "gpu": gpu, "topology": rack}]
     values["cluster"].pop("controlPlaneEndpoint")
     values["kueue"]["teams"] = [
         {
@@ -81,6 +84,10 @@ def _spegel_off(values: dict[str, Any]) -> None:
     values["images"]["spegel"]["enabled"] = False
 
 
+def _rdma(values: dict[str, Any]) -> None:
+    values["network"]["rdma"]["enabled"] = True
+
+
 def variants() -> dict[str, tuple[dict[str, Any], list[str]]]:
     return {
         "onprem": stack_values("onprem"),
@@ -93,6 +100,7 @@ def variants() -> dict[str, tuple[dict[str, Any], list[str]]]:
         "knative": _onprem(_knative),
         "dra": _onprem(_dra),
         "spegel-off": _onprem(_spegel_off),
+        "rdma": _onprem(_rdma),
     }
 
 

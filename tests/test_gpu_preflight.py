@@ -97,7 +97,41 @@ CASES: list[tuple[str, FakeGpuHost, str, int, dict[str, Any], str | None]] = [
         {"gpuCount": 0, "status": "error"},
         None,
     ),
-    ("standalone-cpu-host", FakeGpuHost(lspci=[]), "auto", 0, {"gpuCount": 0, "warnings": []}, None),
+    ("standalone-cpu-host", FakeGpuHost(lspci=[]), "auto", 0, {"gpuCount": 0, "warnings": [], "rdmaPorts": []}, None),
+    (
+        # Four NDR InfiniBand NICs, one of them without link: reported next to the GPUs, the dead one warned.
+        "gpu-node-four-rdma-nics-one-down",
+        FakeGpuHost(
+            lspci=[H200_LSPCI],
+            rdma_ports=[
+                *((f"mlx5_{i}", "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", f"ibp{24 + i}s0") for i in range(3)),
+                ("mlx5_3", "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand", "ibp27s0"),
+            ],
+            peermem_loaded=True,
+        ),
+        "true",
+        0,
+        {
+            "rdmaPorts": [
+                "mlx5_0 port 1: ACTIVE, 400 Gb/sec (4X NDR), InfiniBand, netdev ibp24s0",
+                "mlx5_1 port 1: ACTIVE, 400 Gb/sec (4X NDR), InfiniBand, netdev ibp25s0",
+                "mlx5_2 port 1: ACTIVE, 400 Gb/sec (4X NDR), InfiniBand, netdev ibp26s0",
+                "mlx5_3 port 1: DOWN, 10 Gb/sec (4X SDR), InfiniBand, netdev ibp27s0",
+            ],
+            "peermemLoaded": True,
+        },
+        "RDMA port mlx5_3/1 is DOWN (not ACTIVE)",
+    ),
+    (
+        "roce-port",
+        FakeGpuHost(
+            lspci=[H200_LSPCI], rdma_ports=[("mlx5_0", "4: ACTIVE", "200 Gb/sec (2X HDR)", "Ethernet", "ens1f0np0")]
+        ),
+        "true",
+        0,
+        {"rdmaPorts": ["mlx5_0 port 1: ACTIVE, 200 Gb/sec (2X HDR), Ethernet, netdev ens1f0np0"], "warnings": []},
+        None,
+    ),
 ]
 
 
@@ -131,6 +165,7 @@ def test_preflight_on_fake_hosts(tmp_path, case) -> None:
     assert not [line for line in result.stdout.splitlines() if line.startswith("changed:")]
     parsed = parse_preflight(result.stdout)
     assert parsed.gpu_count == summary["gpuCount"]
+    assert list(parsed.rdma_ports) == summary["rdmaPorts"] and parsed.summary()["rdmaPorts"] == summary["rdmaPorts"]
 
 
 def test_preflight_runs_standalone_with_no_settings(tmp_path) -> None:
@@ -158,3 +193,31 @@ def test_real_h200_output_parses_to_a_preinstalled_driver() -> None:
 def test_parse_refuses_output_without_a_summary() -> None:
     with pytest.raises(ValueError, match="mlcluster-gpu-preflight"):
         parse_preflight("ok: something\n")
+
+
+def test_rdma_nics_the_preflight_did_not_find_ready_are_reported(tmp_path) -> None:
+    from components.render.gpu_operator import preflight_report
+
+    from .test_config_validation import base, parse
+
+    values = base()
+    values["network"] = {"rdma": {"enabled": True, "nics": {"ifNames": ["ibp24s0", "ibp99s0"]}}}
+    spec = parse(values)
+    ports = [("mlx5_0", "4: ACTIVE", "400 Gb/sec (4X NDR)", "InfiniBand", "ibp24s0")]
+    found = parse_preflight(
+        run_preflight(FakeGpuHost(lspci=[H200_LSPCI], rdma_ports=ports), tmp_path / "a", "true").stdout
+    )
+    _, _, warnings = preflight_report(spec, {"gpu-1": found})
+    assert [w for w in warnings if "RDMA" in w or "rdma" in w] == [
+        "gpu-1 (gpu-1.lab.example): network.rdma.nics.ifNames ibp99s0 not on any RDMA port of the host"
+        " (its RDMA netdevs: ibp24s0)"
+    ]
+    down = [("mlx5_0", "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand", "ibp24s0")]
+    dead = parse_preflight(
+        run_preflight(FakeGpuHost(lspci=[H200_LSPCI], rdma_ports=down), tmp_path / "b", "true").stdout
+    )
+    _, _, warnings = preflight_report(spec, {"gpu-1": dead})
+    assert "gpu-1 (gpu-1.lab.example): network.rdma is on but the host has no ACTIVE RDMA port (1 found)" in warnings
+    values["network"]["rdma"]["enabled"] = False
+    _, _, warnings = preflight_report(parse(values), {"gpu-1": dead})
+    assert not [w for w in warnings if "network.rdma" in w]

@@ -26,7 +26,14 @@ from components.render.kueue import (
 )
 
 from .conftest import PROJECT, known, stack_values
-from .upstream import chart_values, crd_errors, kubernetes_errors, unknown_value_keys
+from .upstream import (
+    chart_crd,
+    chart_values,
+    crd_errors,
+    custom_resource_errors,
+    kubernetes_errors,
+    unknown_value_keys,
+)
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci10ZXN0LWhvc3Qta2V5LTAwMDAwMDAw"
 H100 = "H100-SXM-80GB"
@@ -41,6 +48,14 @@ CRDS = {
         ("Cohort", "cohorts"),
     )
 }
+TOPOLOGY_CRD = ("kueue", "0.19.2", "kueue.x-k8s.io_topologies.yaml")
+"""The shared CRD fixtures lack the Topology: the pinned chart's own template of it."""
+
+
+def kueue_crd_errors(document: dict[str, Any]) -> list[str]:
+    if document["kind"] == "Topology":
+        return custom_resource_errors(document, chart_crd(*TOPOLOGY_CRD), "/".join(TOPOLOGY_CRD))
+    return crd_errors(document, CRDS[document["kind"]])
 
 
 # --- stacks as data -------------------------------------------------------------------------------------------
@@ -419,7 +434,18 @@ def stack_spec(name: str) -> Spec:
 
 
 def cel_errors(document: dict[str, Any]) -> list[str]:
-    """The ClusterQueue CRD's x-kubernetes-validations (CEL), which JSON Schema does not run, by hand."""
+    """The CRDs' x-kubernetes-validations (CEL) on what we create, which JSON Schema does not run, by hand."""
+    if document["kind"] == "Topology":
+        labels = [level["nodeLabel"] for level in document["spec"]["levels"]]
+        errors = ["levels must be unique"] if len(set(labels)) != len(labels) else []
+        if "kubernetes.io/hostname" in labels and labels[-1] != "kubernetes.io/hostname":
+            errors.append("the kubernetes.io/hostname label can only be used at the lowest level of topology")
+        return errors
+    if document["kind"] == "ResourceFlavor":
+        flavor = document["spec"]
+        if "topologyName" in flavor and not flavor.get("nodeLabels"):
+            return ["at least one nodeLabel is required when topology is set"]
+        return []
     if document["kind"] != "ClusterQueue":
         return []
     spec, errors = document["spec"], []
@@ -448,7 +474,7 @@ def test_objects_validate_against_upstream(stack: str) -> None:
     assert {"ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Namespace"} <= kinds
     for document in objects:
         if document["apiVersion"] == KUEUE_API:
-            assert crd_errors(document, CRDS[document["kind"]]) == [], document["metadata"]
+            assert kueue_crd_errors(document) == [], document["metadata"]
             assert cel_errors(document) == [], document["metadata"]
         else:
             assert kubernetes_errors(document, spec.kubernetes_version) == [], document
@@ -533,13 +559,19 @@ def test_program_creates_the_objects_after_the_release(run_stack) -> None:
     run = run_stack("onprem")
     release = next(r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.name == "kueue")
     counts = {}
-    for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"):
+    for kind in ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass"):
         resources = run.of_type(f"kubernetes:{KUEUE_API}:{kind}")
         counts[kind] = len(resources)
         for resource in resources:
             assert release.urn in resource.depends_on, resource.name
-            assert crd_errors(resource.raw_inputs, CRDS[kind]) == []
-    assert counts == {"ResourceFlavor": 2, "ClusterQueue": 3, "LocalQueue": 3, "WorkloadPriorityClass": 3}
+            assert kueue_crd_errors(resource.raw_inputs) == []
+    assert counts == {
+        "Topology": 1,
+        "ResourceFlavor": 2,
+        "ClusterQueue": 3,
+        "LocalQueue": 3,
+        "WorkloadPriorityClass": 3,
+    }
     namespaces = {r.name: r for r in run.of_type("kubernetes:core/v1:Namespace")}
     for queue in run.of_type(f"kubernetes:{KUEUE_API}:LocalQueue"):
         namespace = known(queue.inputs["metadata"]["namespace"])
@@ -601,7 +633,8 @@ def test_guide_job_submits_to_an_example_queue() -> None:
 
 
 def test_guide_config_examples_parse() -> None:
-    blocks = [b for b in guide_blocks() if "mlcluster:kueue" in b]
+    # The Topology section's example (nodes and kueue together) is checked in test_topology.py.
+    blocks = [b for b in guide_blocks() if "mlcluster:kueue" in b and "mlcluster:nodes" not in b]
     assert len(blocks) == 2
     onprem, secret = stack_values("onprem")
     kubeadm_example = {**onprem, "kueue": blocks[0]["mlcluster:kueue"]}

@@ -165,6 +165,13 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         },
         "mlcluster:nodes[0].gpu: is on a control-plane-only node",
     ),
+    "GPUDirect RDMA left to a host GPU driver": (
+        {
+            "network": {"rdma": {"enabled": True, "nics": {"ifNames": ["ibp24s0"]}}},
+            "gpuOperator": {"enabled": True, "driver": "preinstalled"},
+        },
+        "mlcluster:gpuOperator.driver: leaves GPUDirect RDMA to the hosts",
+    ),
     "worker batches of one on 101 workers": (
         {
             "nodes": [{}, *(_worker(i) for i in range(101))],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,15 @@ def kubernetes_errors(document: dict[str, Any], kubernetes_version: str) -> list
     except kubernetes_validate.ValidationError as error:
         return [str(error.message)]
     return []
+
+
+_TEMPLATE_COMMENT = re.compile(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", re.DOTALL)
+
+
+@cache
+def chart_crd(chart: str, version: str, name: str) -> dict[str, Any]:
+    """A CRD a pinned chart ships only as a template (templates/crd/), read without Helm: the template's directives
+    touch only metadata (labels, annotations), so dropping their lines leaves the CRD's spec as served."""
+    template = require_upstream() / "charts" / chart / version / "templates" / "crd" / name
+    text = _TEMPLATE_COMMENT.sub("", template.read_text())
+    return yaml.load("\n".join(line for line in text.splitlines() if "{{" not in line), Loader=ManifestLoader)

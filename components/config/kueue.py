@@ -1,4 +1,4 @@
-"""Kueue settings: the release, team queues with quotas per flavor, the cohort, priorities."""
+"""Kueue settings: the release, team queues with quotas per flavor, the cohort, priorities, the topology."""
 
 from __future__ import annotations
 
@@ -188,6 +188,101 @@ class GpuInventorySpec:
     )
 
 
+HOSTNAME_LEVEL = "hostname"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+"""The node itself: always the last topology level, a label every kubelet sets on its own node."""
+TOPOLOGY_LABEL_PREFIX = "topology.mlcluster.io/"
+TOPOLOGY_MAX_LEVELS = 16
+"""The Topology CRD's levels maxItems, the hostname level included."""
+TAS_MIN_KUEUE = (0, 14)
+"""Topology-Aware Scheduling is beta, on by default, from Kueue 0.14; before, a feature gate the chart leaves off."""
+_MINOR_VERSION = re.compile(r"v?(\d+)\.(\d+)\.", re.ASCII)
+
+
+def release_minor(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a pinned chart version (Kueue's, the Trainer's), or None when it is not one."""
+    match = _MINOR_VERSION.match(version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    levels: tuple[str, ...] = setting(
+        doc="Topology levels of the GPU nodes, coarsest first, e.g. [block, rack]; each GPU node names its"
+        " domain per level in nodes[].topology. The node itself (kubernetes.io/hostname) is always the last"
+        " level, added when not given.",
+        check=checks.each(checks.k8s_name),
+    )
+    node_labels: Mapping[str, str] = setting(
+        default_factory=dict,
+        doc=f"Node label key of a level (default: {TOPOLOGY_LABEL_PREFIX}<level>), e.g."
+        " {zone: topology.kubernetes.io/zone}; mode `existing`: the labels the provider sets.",
+    )
+    training_level: str = setting(
+        "rack", doc="Level whose one domain the stack's training workloads ask Kueue to place all their pods in."
+    )
+    training_placement: Literal["preferred", "required"] = setting(
+        "preferred",
+        doc="`preferred`: Kueue places a training workload in one trainingLevel domain when one has room, else"
+        " over as few as it can; `required`: the workload waits until one domain has room for all its pods.",
+    )
+
+    def level_labels(self) -> dict[str, str]:
+        """Level name -> node label key, coarsest first, the hostname level last."""
+        labels = {level: self._label_of(level) for level in self.levels}
+        if HOSTNAME_LABEL not in labels.values():
+            labels[HOSTNAME_LEVEL] = HOSTNAME_LABEL
+        return labels
+
+    def domain_levels(self) -> dict[str, str]:
+        """The levels a node names its domain in (all but the node itself), with their label keys."""
+        return {level: label for level, label in self.level_labels().items() if label != HOSTNAME_LABEL}
+
+    def validate(self, path: str, problems: Problems) -> None:
+        levels_path = join_path(path, "levels")
+        if not self.levels:
+            problems.error(levels_path, "must name at least one level, coarsest first, e.g. [block, rack]")
+        if len(self.levels) > TOPOLOGY_MAX_LEVELS:
+            problems.error(levels_path, f"has {len(self.levels)} levels: Kueue takes at most {TOPOLOGY_MAX_LEVELS}")
+        seen: dict[str, int] = {}
+        for i, level in enumerate(self.levels):
+            if level in seen:
+                problems.error(f"{levels_path}[{i}]", f'"{level}" is already levels[{seen[level]}]')
+            seen.setdefault(level, i)
+        labels_path = join_path(path, "nodeLabels")
+        for level, label in self.node_labels.items():
+            if level not in self.levels:
+                declared = ", ".join(dict.fromkeys(self.levels)) or "none"
+                problems.error(join_path(labels_path, level), f"is not a level in levels ({declared})")
+            elif level == HOSTNAME_LEVEL and label != HOSTNAME_LABEL:
+                problems.error(join_path(labels_path, level), f"is the node itself: always {HOSTNAME_LABEL}")
+            elif message := checks.label_key(label):
+                problems.error(join_path(labels_path, level), f"{label!r} {message}")
+        given = {level: self._label_of(level) for level in self.levels}
+        owner: dict[str, str] = {}
+        for i, level in enumerate(self.levels):
+            label = given[level]
+            where = join_path(labels_path, level) if level in self.node_labels else f"{levels_path}[{i}]"
+            if label == HOSTNAME_LABEL and i != len(self.levels) - 1:
+                problems.error(
+                    where,
+                    f'"{level}" is the node itself ({HOSTNAME_LABEL}), which Kueue takes only as the last level;'
+                    " it is added last when not given: remove it here",
+                )
+            if label in owner and owner[label] != level:
+                problems.error(where, f"{label!r} is already the node label of level {owner[label]!r}")
+            owner.setdefault(label, level)
+        known = list(self.level_labels())
+        if self.levels and self.training_level not in known:
+            problems.error(
+                join_path(path, "trainingLevel"), f'"{self.training_level}" is not a level ({", ".join(known)})'
+            )
+
+    def _label_of(self, level: str) -> str:
+        default = HOSTNAME_LABEL if level == HOSTNAME_LEVEL else TOPOLOGY_LABEL_PREFIX + level
+        return self.node_labels.get(level, default)
+
+
 @dataclass(frozen=True)
 class KueueSpec:
     enabled: bool = setting(True, doc="Install Kueue for team queues and GPU quotas.")
@@ -209,6 +304,12 @@ class KueueSpec:
     )
     inventory: tuple[GpuInventorySpec, ...] = setting(
         (), doc="GPUs of an existing cluster (mode `existing`; in mode kubeadm the nodes are the inventory)."
+    )
+    topology: TopologySpec | None = setting(
+        None,
+        doc="Topology-Aware Scheduling: the datacenter levels (block, rack) the GPU nodes sit in; the GPU flavors"
+        " then carry a Topology and the stack's training workloads ask for one trainingLevel domain"
+        " (docs/kueue.md, Topology).",
     )
 
     def validate(self, path: str, problems: Problems) -> None:
@@ -244,3 +345,10 @@ class KueueSpec:
                     f'"{item.model}" gives flavor "{name}", which is already taken',
                 )
             models.setdefault(name, i)
+        minor = release_minor(self.version)
+        if self.topology is not None and minor is not None and minor < TAS_MIN_KUEUE:
+            problems.error(
+                join_path(path, "topology"),
+                f"needs Kueue >= {'.'.join(map(str, TAS_MIN_KUEUE))} (Topology-Aware Scheduling beta, on by default);"
+                f" kueue.version is {self.version}",
+            )

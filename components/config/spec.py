@@ -18,7 +18,9 @@ from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
 from .kueue import KueueSpec
 from .kueue_inventory import check_inventory
+from .kueue_topology import validate_topology
 from .monitoring import MonitoringSpec, validate_monitoring
+from .network import NetworkSpec, validate_network
 from .providers import ClusterDefaults, cluster_defaults
 from .scheduling import GPU_TAINT, validate_scheduling
 from .schema import Problems, Secret, join_path, setting
@@ -206,6 +208,11 @@ class NodeSpec:
     labels: Mapping[str, str] = setting(default_factory=dict, doc="Node labels.", check=checks.labels)
     taints: tuple[str, ...] = setting((), doc="Node taints, key=value:Effect.", check=checks.each(checks.taint))
     gpu: GpuSpec | None = setting(None, doc="GPUs in this node; GPU nodes get the GPU label and taint.")
+    topology: Mapping[str, str] = setting(
+        default_factory=dict,
+        doc="Where the node sits, one domain per kueue.topology level, e.g. {block: b1, rack: r07} (from the"
+        " operator's inventory); set as node labels at join. Required on GPU nodes when kueue.topology is set.",
+    )
     image_disk: ImageDiskSpec | None = setting(None, doc="Dedicated disk for container images.")
     kubelet: KubeletOverrideSpec | None = setting(
         None, doc="This node's kubelet tuning: any `mlcluster:kubelet` key, merged over the cluster's."
@@ -244,6 +251,11 @@ class NodeSpec:
                 problems.error(join_path(path, "labels"), checks.kubelet_label_problem(key))
             if key.startswith("nvidia.com/") and self.gpu is None:
                 problems.error(join_path(path, "labels"), f"sets GPU label {key!r} on a node with no gpu section")
+        for level, domain in self.topology.items():
+            # Each domain becomes a label value; the levels themselves are checked against kueue.topology.
+            message = checks.labels({level: domain}) if domain else "is empty: name the node's domain, e.g. r07"
+            if message:
+                problems.error(join_path(join_path(path, "topology"), level), message)
 
 
 FIRST_CONTROL_PLANE_BATCH_CONNECTIONS = 200
@@ -287,6 +299,7 @@ class Spec:
     monitoring: MonitoringSpec = setting(
         default_factory=MonitoringSpec, doc="Metrics, dashboards, alerts, custom-metric HPAs, GPU fault handling."
     )
+    network: NetworkSpec = setting(default_factory=NetworkSpec, doc="RDMA for multi-node training (docs/network.md).")
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -318,8 +331,10 @@ class Spec:
         )
         if self.kueue.enabled:
             check_inventory(self, problems)
+        validate_topology(self, problems)
         validate_training(self, problems)
         validate_monitoring(self, problems)
+        validate_network(self, problems)
 
     def _validate_held_connections(self, problems: Problems) -> None:
         """A real `up` keeps every SSH command's connection open until it ends (pulumi-command never closes its

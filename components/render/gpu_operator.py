@@ -65,6 +65,10 @@ class PreflightResult:
     kernel: str
     kernel_headers: bool
     warnings: tuple[str, ...]
+    rdma_ports: tuple[str, ...] = ()
+    """`mlx5_0 port 1: ACTIVE, 400 Gb/sec (4X NDR), InfiniBand, netdev ibp24s0` per RDMA port (network.rdma)."""
+    peermem_loaded: bool = False
+    """nvidia_peermem, GPUDirect RDMA's kernel module with a host-installed driver."""
 
     @property
     def host_driver(self) -> bool:
@@ -78,6 +82,7 @@ class PreflightResult:
             "hostDriver": self.driver_version if self.host_driver else None,
             "nouveauLoaded": self.nouveau_loaded,
             "kernelHeaders": self.kernel_headers,
+            "rdmaPorts": list(self.rdma_ports),
             "warnings": list(self.warnings),
         }
 
@@ -101,6 +106,9 @@ def parse_preflight(stdout: str) -> PreflightResult:
         kernel=str(data["kernel"]),
         kernel_headers=bool(data["kernelHeaders"]),
         warnings=tuple(data["warnings"]),
+        # Absent from the summaries of releases before network.rdma (a recorded output read again).
+        rdma_ports=tuple(data.get("rdmaPorts", ())),
+        peermem_loaded=bool(data.get("peermemLoaded", False)),
     )
 
 
@@ -263,10 +271,19 @@ def driver_upgrade_policy(spec: Spec) -> dict[str, Any]:
     }
 
 
+def driver_rdma(spec: Spec) -> dict[str, Any] | None:
+    """driver.rdma with network.rdma: GPUDirect RDMA (nvidia-peermem) in the operator's driver container, over
+    the host's MOFED when the site installs it, else after the Network Operator's driver container."""
+    rdma = spec.network.rdma
+    return {"enabled": True, "useHostMofed": rdma.driver == "host"} if rdma.enabled else None
+
+
 def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
     """Chart values; driver_enabled is a bool, or an Output of one when it waits on the preflight."""
     gpu = spec.gpu_operator
     driver: dict[str, Any] = {"enabled": driver_enabled, "upgradePolicy": driver_upgrade_policy(spec)}
+    if (rdma := driver_rdma(spec)) is not None:
+        driver["rdma"] = rdma
     if gpu.driver_version is not None:
         driver["version"] = gpu.driver_version
     toolkit = gpu.toolkit if gpu.toolkit is not None else not spec.cluster.defaults.container_toolkit_preinstalled
@@ -402,4 +419,24 @@ def preflight_report(
             warnings.append(f"{where}: driver is preinstalled by configuration but nvidia-smi found no working driver")
         if node.gpu.count != result.gpu_count:
             warnings.append(f"{where}: nodes[].gpu.count is {node.gpu.count} but the host shows {result.gpu_count}")
+        if spec.network.rdma.enabled:
+            warnings += _rdma_warnings(spec, where, result)
     return decided, infos, warnings
+
+
+def _rdma_warnings(spec: Spec, where: str, result: PreflightResult) -> list[str]:
+    """A GPU node of a stack with network.rdma whose NICs the preflight did not find ready: its multi-node jobs
+    would wait for an RDMA resource the node never advertises."""
+    active = [port for port in result.rdma_ports if ": ACTIVE," in port]
+    if not active:
+        return [f"{where}: network.rdma is on but the host has no ACTIVE RDMA port ({len(result.rdma_ports)} found)"]
+    netdevs = {
+        name for port in result.rdma_ports if ", netdev " in port for name in port.split(", netdev ")[1].split(",")
+    }
+    missing = [name for name in spec.network.rdma.nics.if_names if name not in netdevs]
+    if missing:
+        return [
+            f"{where}: network.rdma.nics.ifNames {', '.join(missing)} not on any RDMA port of the host"
+            f" (its RDMA netdevs: {', '.join(sorted(netdevs)) or 'none'})"
+        ]
+    return []

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import checks
+from ..config.kueue_topology import topology_labels
 from ..config.scheduling import node_taints
 from ..config.spec import GPU_COUNT_LABEL, GPU_MODEL_LABEL, NodeSpec, Spec
 from . import yaml_text
@@ -31,6 +32,11 @@ def node_labels(node: NodeSpec) -> dict[str, str]:
     return labels
 
 
+def registered_labels(spec: Spec, node: NodeSpec) -> dict[str, str]:
+    """Every label the node's kubelet registers it with: its own, its GPUs', its place in the topology."""
+    return {**node_labels(node), **topology_labels(spec, node)}
+
+
 def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
     registration: dict[str, Any] = {
         "name": node.name,
@@ -38,7 +44,7 @@ def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
         # An empty list means "no taints"; kubeadm would otherwise add its control-plane taint.
         "taints": [checks.parse_taint(t) for t in node_taints(spec, node)],
     }
-    labels = node_labels(node)
+    labels = registered_labels(spec, node)
     if labels:
         registration["kubeletExtraArgs"] = [
             {"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}

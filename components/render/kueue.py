@@ -1,5 +1,5 @@
 """Kueue as pure data: the release (manager configuration with the ML integrations) and the objects that
-turn the stack's GPUs into team queues: ResourceFlavors, ClusterQueues, namespaces, LocalQueues and
+turn the stack's GPUs into team queues: the Topology, ResourceFlavors, ClusterQueues, namespaces, LocalQueues and
 WorkloadPriorityClasses, all in kueue.x-k8s.io/v1beta2 (the storage version)."""
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ from .kubeadm import node_labels
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+TOPOLOGY_NAME = "datacenter"
+"""The one Topology the GPU flavors share (a flavor's topologyName cannot change once set)."""
+TOPOLOGY_ANNOTATIONS = {
+    "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+    "required": "kueue.x-k8s.io/podset-required-topology",
+}
 
 # Kueue defers a framework whose CRDs are not there yet and starts it when they appear, so the
 # integrations can be on before the Trainer (TrainJob, JobSet) is installed.
@@ -103,7 +109,31 @@ def _gpu_flavor_spec(spec: Spec, flavor: GpuFlavor) -> dict[str, Any]:
         labels = dict(flavor.node_labels) or {GPU_MODEL_LABEL: flavor.model}
         taints = [GPU_TAINT]
     # Kueue adds these tolerations to the pods it admits on this flavor: jobs need not carry them.
-    return {"nodeLabels": labels, "tolerations": [checks.toleration_of(t) for t in taints]}
+    body: dict[str, Any] = {"nodeLabels": labels, "tolerations": [checks.toleration_of(t) for t in taints]}
+    if spec.kueue.topology is not None:
+        body["topologyName"] = TOPOLOGY_NAME
+    return body
+
+
+def topology(spec: Spec) -> Manifest | None:
+    """The datacenter levels, coarsest first and the node last (Kueue's rule), as the GPU flavors' Topology."""
+    if spec.kueue.topology is None:
+        return None
+    levels = [{"nodeLabel": label} for label in spec.kueue.topology.level_labels().values()]
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Topology",
+        "metadata": {"name": TOPOLOGY_NAME},
+        "spec": {"levels": levels},
+    }
+
+
+def training_topology_annotations(spec: Spec) -> dict[str, str]:
+    """What a training pod template asks Kueue for: all its pods in one domain of kueue.topology.trainingLevel."""
+    declared = spec.kueue.topology
+    if not spec.kueue.enabled or declared is None:
+        return {}
+    return {TOPOLOGY_ANNOTATIONS[declared.training_placement]: declared.level_labels()[declared.training_level]}
 
 
 def resource_flavors(spec: Spec) -> list[Manifest]:
@@ -189,9 +219,12 @@ def _object(kind: str, name: str, *, spec: Mapping[str, Any], namespace: str | N
 
 
 def kueue_objects(spec: Spec) -> list[Manifest]:
-    """Every object, in the order they can be created: flavors, priorities, queues, namespaces, local queues."""
+    """Every object, in the order they can be created: the topology, flavors, priorities, queues, namespaces,
+    local queues."""
     teams = spec.kueue.teams
+    datacenter = topology(spec)
     return [
+        *([datacenter] if datacenter else []),
         *resource_flavors(spec),
         *priority_classes(spec.kueue),
         *(cluster_queue(spec.kueue, team) for team in teams),

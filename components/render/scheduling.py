@@ -14,7 +14,7 @@ from ..config import checks
 from ..config.monitoring import fault_mode
 from ..config.scheduling import BLOCKING_EFFECTS, GPU_TAINT, node_taints
 from ..config.spec import Spec
-from .kubeadm import node_labels
+from .kubeadm import registered_labels
 
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 
@@ -60,7 +60,7 @@ def stack_nodes(spec: Spec) -> list[Node]:
     if spec.cluster.mode == "kubeadm":
         nodes = []
         for node in spec.nodes:
-            labels = {**_kubelet_labels(node.name), **node_labels(node)}
+            labels = {**_kubelet_labels(node.name), **registered_labels(spec, node)}
             if node.is_control_plane:
                 labels[CONTROL_PLANE_LABEL] = ""
             if node.gpu is not None:

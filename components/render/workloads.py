@@ -13,7 +13,8 @@ from ..config import checks
 from ..config.spec import GPU_TAINT, Spec
 from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
 from . import manifests
-from .kueue import QUEUE_NAME_LABEL
+from .kueue import QUEUE_NAME_LABEL, training_topology_annotations
+from .network import rdma_container_patch, rdma_limits
 
 Manifest = dict[str, Any]
 
@@ -140,6 +141,14 @@ def _gpu_limits(training: TrainingWorkloadSpec) -> Manifest:
     return {"limits": {GPU_RESOURCE: training.gpus}}
 
 
+def _multi_node(spec: Spec, container: Manifest) -> Manifest:
+    """A container of a run over several nodes: with network.rdma, its RDMA device and what RDMA needs."""
+    limits = rdma_limits(spec)
+    if "resources" in container and limits:
+        container["resources"] = {"limits": {**container["resources"]["limits"], **limits}}
+    return {**container, **rdma_container_patch(spec)}
+
+
 def _training_pod(spec: Spec, kind: str, container_name: str) -> Manifest:
     """The pod of a Job or PyTorchJob replica: the training container, its volumes, the GPU toleration."""
     training = spec.workloads.training
@@ -159,6 +168,15 @@ def _training_pod(spec: Spec, kind: str, container_name: str) -> Manifest:
     }
 
 
+def _training_template(spec: Spec, pod: Manifest) -> Manifest:
+    """A training pod template: Kueue reads a pod set's topology request from its template's annotations."""
+    template: Manifest = {"spec": pod}
+    annotations = training_topology_annotations(spec)
+    if annotations:
+        template = {"metadata": {"annotations": annotations}, **template}
+    return template
+
+
 def training_job(spec: Spec) -> Manifest:
     """A plain batch/v1 Job: one pod, resumable from its checkpoint claim (restarts continue, not restart)."""
     training = spec.workloads.training
@@ -169,7 +187,7 @@ def training_job(spec: Spec) -> Manifest:
         "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "backoffLimit": 3,
-            "template": {"spec": _training_pod(spec, "Job", "train")},
+            "template": _training_template(spec, _training_pod(spec, "Job", "train")),
         },
     }
 
@@ -180,8 +198,11 @@ def train_job(spec: Spec) -> Manifest:
     pod_spec = {
         "tolerations": gpu_tolerations(),
         "volumes": _training_volumes(spec, "TrainJob"),
-        "containers": [{"name": "node", "env": _checkpoint_env(spec), "volumeMounts": _training_mounts(spec)}],
+        "containers": [
+            _multi_node(spec, {"name": "node", "env": _checkpoint_env(spec), "volumeMounts": _training_mounts(spec)})
+        ],
     }
+    node_pod = _training_template(spec, pod_spec)
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
@@ -196,7 +217,7 @@ def train_job(spec: Spec) -> Manifest:
                 "image": training.image,
                 "command": training.container_command,
                 "numNodes": training.num_nodes,
-                "resourcesPerNode": _gpu_limits(training),
+                "resourcesPerNode": {"limits": {**_gpu_limits(training)["limits"], **rdma_limits(spec)}},
             },
             "runtimePatches": [
                 {
@@ -204,9 +225,9 @@ def train_job(spec: Spec) -> Manifest:
                     "trainingRuntimeSpec": {
                         "template": {
                             "spec": {
-                                "replicatedJobs": [
-                                    {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
-                                ]
+                                # The Trainer 2.3 CRD patches a replicated job's pod template metadata
+                                # (labels and annotations only): Kueue builds the JobSet with this patch.
+                                "replicatedJobs": [{"name": "node", "template": {"spec": {"template": node_pod}}}]
                             }
                         }
                     },
@@ -223,7 +244,9 @@ def pytorch_job(spec: Spec) -> Manifest:
     def replica(replicas: int) -> Manifest:
         # The operator finds the training container by the name `pytorch`; restartPolicy sits on the replica.
         pod = _training_pod(spec, "PyTorchJob", "pytorch")
-        return {"replicas": replicas, "restartPolicy": pod.pop("restartPolicy"), "template": {"spec": pod}}
+        pod["containers"] = [_multi_node(spec, c) for c in pod["containers"]]
+        restart_policy = pod.pop("restartPolicy")
+        return {"replicas": replicas, "restartPolicy": restart_policy, "template": _training_template(spec, pod)}
 
     replica_specs = {"Master": replica(1)}
     if training.num_nodes > 1:

@@ -178,6 +178,32 @@ else
   ok "no kernel headers for $kernel (an operator-managed driver needs them or precompiled driver images)"
 fi
 
+# --- RDMA ports (InfiniBand / RoCE NICs), for multi-node training over network.rdma -----------------------
+# What ibv_devinfo reports, from sysfs (no rdma-core needed): state, rate and link layer of each port, and the
+# network interfaces of its device (the names network.rdma.nics.ifNames selects).
+rdma_ports=()
+for port_dir in "$root"/sys/class/infiniband/*/ports/*; do
+  [ -d "$port_dir" ] || continue
+  device=${port_dir%/ports/*}
+  device=${device##*/}
+  port=${port_dir##*/}
+  state=$(cat "$port_dir/state") || die "cannot read $port_dir/state"
+  rate=$(cat "$port_dir/rate") || die "cannot read $port_dir/rate"
+  link_layer=unknown
+  [ ! -r "$port_dir/link_layer" ] || link_layer=$(cat "$port_dir/link_layer") || die "cannot read $port_dir/link_layer"
+  netdevs=""
+  for netdev in "$root"/sys/class/infiniband/"$device"/device/net/*; do
+    [ -e "$netdev" ] && netdevs+="${netdevs:+,}${netdev##*/}"
+  done
+  row="$device port $port: ${state#*: }, $rate, $link_layer${netdevs:+, netdev $netdevs}"
+  rdma_ports+=("$row")
+  ok "rdma: $row"
+  [ "${state#*: }" = ACTIVE ] || warn "RDMA port $device/$port is ${state#*: } (not ACTIVE): check its cable, switch port or subnet manager"
+done
+[ "${#rdma_ports[@]}" -gt 0 ] || ok "no RDMA device (/sys/class/infiniband is empty)"
+peermem_loaded=false
+[ ! -d "$root/sys/module/nvidia_peermem" ] || peermem_loaded=true
+
 # --- verdict ---------------------------------------------------------------------------------------------
 status=ok
 if [ "$EXPECT_GPU" = true ] && [ "$gpu_count" -eq 0 ] && [ "$pci_source" != none ]; then
@@ -187,9 +213,9 @@ elif [ "$EXPECT_GPU" = false ] && [ "$gpu_count" -gt 0 ]; then
   warn "$host has $gpu_count NVIDIA GPU(s) but is not marked as a GPU node (give its nodes[] entry a gpu section)"
 fi
 
-printf 'mlcluster-gpu-preflight: {"host":%s,"expectGpu":"%s","status":"%s","pciSource":"%s","gpuCount":%d,"gpus":%s,"otherNvidiaFunctions":%d,"nouveauLoaded":%s,"nouveauBlacklisted":%s,"driverInstalled":%s,"driverVersion":%s,"driverGpus":%s,"nvidiaModuleLoaded":%s,"operatorDriver":%s,"kernel":%s,"kernelHeaders":%s,"warnings":%s}\n' \
+printf 'mlcluster-gpu-preflight: {"host":%s,"expectGpu":"%s","status":"%s","pciSource":"%s","gpuCount":%d,"gpus":%s,"otherNvidiaFunctions":%d,"nouveauLoaded":%s,"nouveauBlacklisted":%s,"driverInstalled":%s,"driverVersion":%s,"driverGpus":%s,"nvidiaModuleLoaded":%s,"operatorDriver":%s,"kernel":%s,"kernelHeaders":%s,"rdmaPorts":%s,"peermemLoaded":%s,"warnings":%s}\n' \
   "$(json_str "$host")" "$EXPECT_GPU" "$status" "$pci_source" "$gpu_count" "$(json_list "${gpu_names[@]}")" \
   "$other_nvidia" "$nouveau_loaded" "$nouveau_blacklisted" "$driver_installed" "$(json_str "$driver_version")" \
   "$(json_list "${gpu_rows[@]}")" "$nvidia_module_loaded" "$operator_driver" "$(json_str "$kernel")" \
-  "$kernel_headers" "$(json_list "${preflight_warnings[@]}")"
+  "$kernel_headers" "$(json_list "${rdma_ports[@]}")" "$peermem_loaded" "$(json_list "${preflight_warnings[@]}")"
 [ "$status" = ok ] || exit 1

@@ -1,0 +1,183 @@
+"""NVIDIA's Network Operator and its NicClusterPolicy for network.rdma, and what RDMA adds to the multi-node
+training pods (the GPU Operator's side, GPUDirect RDMA, is gpu_operator.driver_rdma).
+
+Pure data. The chart installs the operator (and, without the GPU Operator's, Node Feature Discovery); the
+NicClusterPolicy, which the chart leaves to the user, names what the operator deploys on the NIC nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..config.checks import toleration_of
+from ..config.scheduling import platform_tolerations
+from ..config.spec import GPU_TAINT, Spec
+from .gpu_operator import NGC_REPOSITORY, driver_wait_selector
+from .helm import ChartRelease, tolerating
+
+Manifest = dict[str, Any]
+
+RELEASE = "network-operator"
+NIC_CLUSTER_POLICY = "nic-cluster-policy"
+"""The operator reconciles only the NicClusterPolicy of this name (one per cluster)."""
+NIC_CLUSTER_POLICY_API = "mellanox.com/v1alpha1"
+COMPONENT_REPOSITORY = "nvcr.io/nvidia/mellanox"
+"""Where the chart's own values take the release's component images from (sriov-network-operator.images)."""
+RDMA_SHARED_DEVICE_PLUGIN_IMAGE = "k8s-rdma-shared-dev-plugin"
+SRIOV_DEVICE_PLUGIN_IMAGE = "sriov-network-device-plugin"
+DOCA_DRIVER_IMAGE = "doca-driver"
+IPC_LOCK = "IPC_LOCK"
+"""RDMA pins the memory it registers with the NIC: beyond the default locked-memory limit without it."""
+
+CHART_OPERATOR_TOLERATIONS = (
+    {"key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+)
+"""The chart's operator.tolerations, given again when ours are added: a given list replaces the chart's."""
+NFD_CONTROLLERS = ("node-feature-discovery.master", "node-feature-discovery.gc")
+
+
+def component_version(spec: Spec) -> str:
+    """The tag the release's own components carry (the chart's values: network-operator-v<appVersion>)."""
+    return f"network-operator-v{spec.network.rdma.version.lstrip('v')}"
+
+
+def resource_parts(resource_name: str) -> tuple[str, str]:
+    prefix, _, name = resource_name.partition("/")
+    return prefix, name
+
+
+def rdma_shared_device_plugin_config(spec: Spec) -> dict[str, Any]:
+    """The RDMA shared device plugin's config file: one resource over the declared NICs."""
+    rdma = spec.network.rdma
+    nics = rdma.nics
+    prefix, name = resource_parts(rdma.resource_name)
+    selectors = {
+        "vendors": list(nics.vendors),
+        "deviceIDs": list(nics.device_ids),
+        "drivers": list(nics.drivers),
+        "ifNames": list(nics.if_names),
+    }
+    return {
+        "configList": [
+            {
+                "resourceName": name,
+                "resourcePrefix": prefix,
+                "rdmaHcaMax": rdma.hca_max,
+                # An absent selector matches every NIC; an empty list would too, but only given ones say what is meant.
+                "selectors": {key: value for key, value in selectors.items() if value},
+            }
+        ]
+    }
+
+
+def sriov_device_plugin_config(spec: Spec) -> dict[str, Any]:
+    """The SR-IOV device plugin's config file: the declared NICs' VFs with their RDMA devices, one per pod."""
+    rdma = spec.network.rdma
+    nics = rdma.nics
+    prefix, name = resource_parts(rdma.resource_name)
+    selectors: dict[str, Any] = {
+        "vendors": list(nics.vendors),
+        "devices": list(nics.device_ids),
+        "drivers": list(nics.drivers),
+        "pfNames": list(nics.if_names),
+    }
+    selectors = {key: value for key, value in selectors.items() if value}
+    selectors["isRdma"] = True
+    return {"resourceList": [{"resourcePrefix": prefix, "resourceName": name, "selectors": selectors}]}
+
+
+def _image(spec: Spec, image: str, version: str | None = None) -> dict[str, Any]:
+    return {"image": image, "repository": COMPONENT_REPOSITORY, "version": version or component_version(spec)}
+
+
+def ofed_driver(spec: Spec) -> dict[str, Any]:
+    """The DOCA-OFED driver container: probes as NVIDIA's example policy; a driver change waits for the jobs the
+    GPU driver's upgrade waits for (driver_wait_selector), then drains the node one at a time."""
+    rdma = spec.network.rdma
+    return {
+        **_image(spec, DOCA_DRIVER_IMAGE, rdma.driver_version),
+        "startupProbe": {"initialDelaySeconds": 10, "periodSeconds": 10},
+        "livenessProbe": {"initialDelaySeconds": 30, "periodSeconds": 30},
+        "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
+        "upgradePolicy": {
+            "autoUpgrade": True,
+            "maxParallelUpgrades": 1,
+            "waitForCompletion": {"podSelector": driver_wait_selector(spec)},
+            # Training pods keep /dev/shm in an emptyDir: a drain that refused them would never finish.
+            "drain": {"enable": True, "force": False, "deleteEmptyDir": True, "timeoutSeconds": 300},
+        },
+    }
+
+
+def nic_cluster_policy(spec: Spec) -> Manifest:
+    rdma = spec.network.rdma
+    body: dict[str, Any] = {
+        # The device plugins and the driver run on the GPU nodes, which carry the GPU taint.
+        "tolerations": [toleration_of(GPU_TAINT)],
+    }
+    if rdma.mode == "sriov":
+        config = sriov_device_plugin_config(spec)
+        body["sriovDevicePlugin"] = {**_image(spec, SRIOV_DEVICE_PLUGIN_IMAGE), "config": json.dumps(config)}
+    else:
+        config = rdma_shared_device_plugin_config(spec)
+        body["rdmaSharedDevicePlugin"] = {
+            **_image(spec, RDMA_SHARED_DEVICE_PLUGIN_IMAGE),
+            "config": json.dumps(config),
+        }
+    if rdma.driver == "operator":
+        body["ofedDriver"] = ofed_driver(spec)
+    return {
+        "apiVersion": NIC_CLUSTER_POLICY_API,
+        "kind": "NicClusterPolicy",
+        "metadata": {"name": NIC_CLUSTER_POLICY},
+        "spec": body,
+    }
+
+
+def network_operator_values(spec: Spec) -> dict[str, Any]:
+    # The GPU Operator's NFD already labels NVIDIA NICs (PCI class 02, by vendor): a second NFD would fight it.
+    # The chart's NodeFeatureRule (its pci-15b3.present label) still goes in, on the GPU Operator's NFD CRDs.
+    own_nfd = not spec.gpu_operator.enabled
+    values: dict[str, Any] = {"nfd": {"enabled": own_nfd, "deployNodeFeatureRules": True}}
+    extra = platform_tolerations(spec)
+    if extra:
+        values = tolerating(values, ["operator.tolerations"], [*CHART_OPERATOR_TOLERATIONS, *extra])
+        if own_nfd:
+            values = tolerating(values, [f"{c}.tolerations" for c in NFD_CONTROLLERS], extra)
+    return values
+
+
+def network_operator_release(spec: Spec) -> ChartRelease:
+    rdma = spec.network.rdma
+    return ChartRelease(
+        name=RELEASE,
+        chart="network-operator",
+        repository=NGC_REPOSITORY,
+        version=rdma.version,
+        namespace=rdma.namespace,
+        values=network_operator_values(spec),
+        timeout_seconds=rdma.timeout_minutes * 60,
+        upstream_chart="network-operator",
+    )
+
+
+# --- what RDMA adds to the other layers -----------------------------------------------------------------------
+
+
+def rdma_requested(spec: Spec) -> bool:
+    """Whether the stack's training pods ask for an RDMA device: only a run over several nodes talks over it."""
+    return spec.network.rdma.enabled and spec.workloads.training.num_nodes > 1
+
+
+def rdma_limits(spec: Spec) -> dict[str, int]:
+    """The RDMA device a multi-node training pod requests (as a limit: devices are never overcommitted)."""
+    return {spec.network.rdma.resource_name: 1} if rdma_requested(spec) else {}
+
+
+def rdma_container_patch(spec: Spec) -> dict[str, Any]:
+    """What a multi-node training container needs beside the device: IPC_LOCK to pin the memory it registers."""
+    if not rdma_requested(spec):
+        return {}
+    return {"securityContext": {"capabilities": {"add": [IPC_LOCK]}}}
