@@ -440,3 +440,33 @@ def test_guide_topology_example_parses_and_matches_the_onprem_stack() -> None:
     assert findings(values, secret)[0] == []
     annotation = next(b for b in guide_blocks() if "spec" in b and "template" in b["spec"] and "kind" not in b)
     assert set(annotation["spec"]["template"]["metadata"]["annotations"]) == {REQUIRED}
+
+
+def test_topology_labels_are_reconciled_through_the_api_after_the_join(run_stack) -> None:
+    """The kubelet applies its --node-labels only when the Node registers: a rack that changes later reaches the
+    Node through a forced server-side patch, after the node's join, on the cluster's provider."""
+    from .conftest import stack_values
+
+    run = run_stack("onprem")
+    patches = {r.name: r for r in run.resources if r.name.endswith("-topology-labels")}
+    assert sorted(patches) == ["gpu-1-topology-labels", "gpu-2-topology-labels", "gpu-3-topology-labels",
+                               "gpu-4-topology-labels"]  # fmt: skip
+    gpu3 = patches["gpu-3-topology-labels"]
+    assert gpu3.type == "kubernetes:core/v1:NodePatch"
+    assert gpu3.inputs["metadata"] == {
+        "name": "gpu-3",
+        "labels": {"topology.mlcluster.io/block": "b1", "topology.mlcluster.io/rack": "r08"},
+        "annotations": {"pulumi.com/patchForce": "true"},
+    }
+    assert run.urn_of("gpu-3-kubeadm-join") in gpu3.depends_on
+    assert gpu3.options["provider"].startswith(run.named("kubernetes").urn)
+
+    values, secret = stack_values("onprem")
+    moved = copy.deepcopy(values)
+    gpu3_index = next(i for i, n in enumerate(moved["nodes"]) if n["name"] == "gpu-3")
+    moved["nodes"][gpu3_index]["topology"]["rack"] = "r09"
+    moved["nodes"][gpu3_index - 1]["gone"] = True
+    day2 = run_stack(values=moved, secret=secret)
+    assert day2.named("gpu-3-topology-labels").inputs["metadata"]["labels"]["topology.mlcluster.io/rack"] == "r09"
+    gone = moved["nodes"][gpu3_index - 1]["name"]
+    assert not [r for r in day2.resources if r.name == f"{gone}-topology-labels"], "a gone node is patched"

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_command import remote
 
+from ..config.kueue_topology import topology_labels
 from ..config.spec import NodeSpec, Spec
 from ..render.gpu_operator import looks_in_preparation
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
@@ -31,6 +32,8 @@ from .join_credentials import join_credentials, recorded_once_joined
 from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
 from .node_scripts import NodeScripts
+
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
 
 
 def cluster_identifier(spec: Spec) -> str:
@@ -125,7 +128,29 @@ class KubeadmCluster(pulumi.ComponentResource):
             cluster_identifier=cluster_identifier(spec),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[j.join for j in joins.values()]),
         )
+        self.topology_labels = self._reconcile_topology_labels(spec, self._members(control_plane, joins))
         self.register_outputs({"kubeconfig": self.kubeconfig, JOIN_CREDENTIALS_OUTPUT: self.join_record})
+
+    def _reconcile_topology_labels(
+        self, spec: Spec, members: dict[str, pulumi.Resource]
+    ) -> dict[str, k8s.core.v1.NodePatch]:
+        """Each node's topology labels through the API once it is in: the kubelet applies --node-labels only when
+        its Node registers, so a server moved to another rack, or a topology declared after the join, reaches the
+        Node only this way. Forced: the kubelet co-owns the values it registered, and a changed rack is ours to
+        set (server-side apply would otherwise refuse it as a conflict with the kubelet's field manager)."""
+        patches = {}
+        for node in spec.nodes:
+            labels = topology_labels(spec, node)
+            if not labels or node.gone:
+                continue
+            patches[node.name] = k8s.core.v1.NodePatch(
+                f"{node.name}-topology-labels",
+                metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+                    name=node.name, labels=labels, annotations={PATCH_FORCE_ANNOTATION: "true"}
+                ),
+                opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[members[node.name]]),
+            )
+        return patches
 
     @staticmethod
     def _members(control_plane: FirstControlPlane, joins: dict[str, NodeJoin]) -> dict[str, pulumi.Resource]:

@@ -91,7 +91,8 @@ keepalived_check=$(keepalived -t -f "$staged/keepalived.conf" 2>&1) ||
 apply_config() {
   local service=$1 path=$2 content=$3
   if write_if_changed "$path" "$content"; then
-    systemctl enable "$service" >/dev/null 2>&1
+    # Its stdout lists the links it made; its errors stay on stderr, where a failed step shows them.
+    systemctl enable "$service" >/dev/null
     if systemctl is-active --quiet "$service"; then
       systemctl reload "$service"
       changed "$path written, $service reloaded"
