@@ -59,8 +59,9 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "scale-to-zero needs Knative",
         endpoint(minReplicas=0),
-        "mlcluster:kserve.endpoints[0].minReplicas: 0 (scale-to-zero) needs Knative: switch kserve.deploymentMode"
-        " to Knative, or set minReplicas to 1 or more",
+        "mlcluster:kserve.endpoints[0].minReplicas: 0 (scale-to-zero) needs Knative, or KEDA with metric external (a"
+        " queue outside the model server): switch kserve.deploymentMode to Knative, scale on metric external, or set"
+        " minReplicas to 1 or more",
     ),
     (
         "concurrency needs Knative",
@@ -89,7 +90,158 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "endpoint metric enum",
         endpoint(autoscaling={"metric": "gpu"}),
-        'mlcluster:kserve.endpoints[0].autoscaling.metric: "gpu" must be one of "cpu", "memory", "concurrency", "rps"',
+        'mlcluster:kserve.endpoints[0].autoscaling.metric: "gpu" is not an endpoint metric (cpu, memory, concurrency,'
+        " rps, queue, external): to scale an InferenceService on a queue length (e.g. vLLM's"
+        " vllm:num_requests_waiting) use metric: queue with metricName (KEDA, deploymentMode Standard)",
+    ),
+    (
+        "a deployment's metric on an endpoint points to queue",
+        endpoint(autoscaling={"metric": "pods", "metricName": "tgi_queue_size"}),
+        'mlcluster:kserve.endpoints[0].autoscaling.metric: "pods" is not an endpoint metric (cpu, memory, concurrency,'
+        " rps, queue, external): to scale an InferenceService on a queue length",
+    ),
+    (
+        "a queue from the model server cannot wake an endpoint at zero",
+        endpoint(minReplicas=0, autoscaling={"metric": "queue"}),
+        "mlcluster:kserve.endpoints[0].minReplicas: 0 with metric queue never scales up again: the queue's series comes"
+        " from the endpoint's own pods",
+    ),
+    (
+        "external queue needs its series",
+        endpoint(autoscaling={"metric": "external"}),
+        "mlcluster:kserve.endpoints[0].autoscaling.metricName: is required when metric is external",
+    ),
+    (
+        "endpoint metric name only for queues",
+        endpoint(autoscaling={"metric": "cpu", "metricName": "vllm:num_requests_waiting"}),
+        "mlcluster:kserve.endpoints[0].autoscaling.metricName: only applies to metric queue or external, not cpu",
+    ),
+    (
+        "endpoint metric name is a Prometheus name",
+        endpoint(autoscaling={"metric": "queue", "metricName": "vllm num waiting"}),
+        'mlcluster:kserve.endpoints[0].autoscaling.metricName: "vllm num waiting"',
+    ),
+    (
+        "queue scaling needs Prometheus",
+        lambda values: (
+            values.update(monitoring={"enabled": False}),
+            endpoint(autoscaling={"metric": "queue"})(values),
+        ),
+        "mlcluster:kserve.endpoints[0].autoscaling.metric: queue scales through KEDA on a Prometheus query, and"
+        " Prometheus comes with monitoring",
+    ),
+    (
+        "KEDA and prometheus-adapter both want the external metrics API",
+        lambda values: (
+            endpoint(autoscaling={"metric": "queue"})(values),
+            deployment(autoscaling={"metric": "external", "metricName": "rabbitmq_queue_messages_ready"})(values),
+        ),
+        "mlcluster:kserve.deployments[0].autoscaling.metric: external needs prometheus-adapter to serve the external"
+        " metrics API, which KEDA serves for kserve.endpoints[0] (metric queue)",
+    ),
+    (
+        "queue scaling in Knative mode",
+        lambda values: (
+            values["kserve"].update(deploymentMode="Knative"),
+            endpoint(autoscaling={"metric": "queue"})(values),
+        ),
+        'mlcluster:kserve.endpoints[0].autoscaling.metric: "queue" scales through KEDA, which KServe offers in'
+        " deploymentMode Standard only",
+    ),
+    (
+        "canary weights add up to 100",
+        endpoint(versions=[{"name": "v1", "weight": 90}, {"name": "v2", "weight": 20}]),
+        "mlcluster:kserve.endpoints[0].versions: weights add up to 110, not 100: v1 90, v2 20",
+    ),
+    (
+        "canary weight is a percentage",
+        endpoint(versions=[{"name": "v1", "weight": 150}, {"name": "v2", "weight": -50}]),
+        "mlcluster:kserve.endpoints[0].versions[0].weight: 150 must be between 0 and 100",
+    ),
+    (
+        "version named twice",
+        endpoint(versions=[{"name": "v1", "weight": 50}, {"name": "v1", "weight": 50}]),
+        'mlcluster:kserve.endpoints[0].versions[1].name: "v1" is already versions[0]',
+    ),
+    (
+        "version name makes a Service name too long",
+        endpoint(versions=[{"name": "v" * 50, "weight": 100}]),
+        f"mlcluster:kserve.endpoints[0].versions[0].name: makes KServe's Service name chat-{'v' * 50}-predictor (65"
+        " characters) longer than 63",
+    ),
+    (
+        "a version takes another endpoint's name",
+        lambda values: (
+            endpoint(versions=[{"name": "v1", "weight": 100}])(values),
+            values["kserve"]["endpoints"].append(
+                {"name": "chat-v1", "modelFormat": "sklearn", "storageUri": "gs://bucket/model"}
+            ),
+        ),
+        "mlcluster:kserve.endpoints[0].versions: make an InferenceService chat-v1 in namespace models, which"
+        " kserve.endpoints[1] is too",
+    ),
+    (
+        "header route to a version that does not exist",
+        endpoint(versions=[{"name": "v1", "weight": 100}], headerRoutes=[{"value": "qwen-14b", "version": "v3"}]),
+        'mlcluster:kserve.endpoints[0].headerRoutes[0].version: "v3" is not one of this endpoint\'s versions (v1)',
+    ),
+    (
+        "header routes need versions",
+        endpoint(headerRoutes=[{"value": "qwen-14b", "version": "v2"}]),
+        "mlcluster:kserve.endpoints[0].headerRoutes: route to versions: declare versions",
+    ),
+    (
+        "header name is an RFC 7230 token",
+        endpoint(
+            versions=[{"name": "v1", "weight": 100}],
+            headerRoutes=[{"header": "x model", "value": "a", "version": "v1"}],
+        ),
+        'mlcluster:kserve.endpoints[0].headerRoutes[0].header: "x model" is not an HTTP header name (an RFC 7230 token',
+    ),
+    (
+        "header value without line breaks",
+        endpoint(
+            versions=[{"name": "v1", "weight": 100}], headerRoutes=[{"value": "a\r\nx-admin: 1", "version": "v1"}]
+        ),
+        "mlcluster:kserve.endpoints[0].headerRoutes[0].value: ",
+    ),
+    (
+        "the same header match twice",
+        endpoint(
+            versions=[{"name": "v1", "weight": 50}, {"name": "v2", "weight": 50}],
+            headerRoutes=[
+                {"header": "x-model", "value": "big", "version": "v1"},
+                {"header": "X-Model", "value": "big", "version": "v2"},
+            ],
+        ),
+        'mlcluster:kserve.endpoints[0].headerRoutes[1].value: X-Model: "big" is already matched by headerRoutes[0]',
+    ),
+    (
+        "canary with the gateway off",
+        lambda values: (
+            values["kserve"].update(gateway={"enabled": False}),
+            endpoint(versions=[{"name": "v1", "weight": 100}])(values),
+        ),
+        "mlcluster:kserve.endpoints[0].versions: routes through Gateway API: set kserve.gateway.enabled: true",
+    ),
+    (
+        "canary in Knative mode",
+        lambda values: (
+            values["kserve"].update(deploymentMode="Knative"),
+            endpoint(versions=[{"name": "v1", "weight": 100}], autoscaling={"metric": "concurrency"})(values),
+        ),
+        "mlcluster:kserve.endpoints[0].versions: routes through Gateway API, which mlcluster sets up in deploymentMode"
+        " Standard",
+    ),
+    (
+        "Gateway API in Knative mode",
+        lambda values: values["kserve"].update(deploymentMode="Knative", gateway={"enabled": True}),
+        "mlcluster:kserve.gateway.enabled: Gateway API routing is for deploymentMode Standard",
+    ),
+    (
+        "gateway domain",
+        kserve(gateway={"domain": "not a domain"}),
+        'mlcluster:kserve.gateway.domain: "not a domain"',
     ),
     (
         "duplicate endpoint",
@@ -182,7 +334,8 @@ def test_knative_mode_allows_scale_to_zero_and_says_what_it_costs() -> None:
     values["kserve"]["endpoints"][0].update(minReplicas=0, autoscaling={"metric": "concurrency", "target": 4})
     spec, warnings = spec_and_warnings(values, lambda key: key == "ssh")
     assert spec.kserve.endpoints[0].min_replicas == 0
-    (warning,) = serving_warnings(warnings)
+    # Knative mode also has no Gateway API routing, which the conformance evidence warns about on its own key.
+    (warning,) = [w for w in serving_warnings(warnings) if not w.startswith("mlcluster:kserve.gateway")]
     assert warning.startswith("mlcluster:kserve.deploymentMode: Knative installs at least eight more always-on")
     assert "cold start" in warning and "use deploymentMode Standard" in warning
 
@@ -215,3 +368,41 @@ def test_gpu_counts_are_not_checked_without_node_inventory() -> None:
     values["kserve"]["endpoints"][0]["gpus"] = 16
     spec = parse(values, secret=("cluster",))
     assert spec.kserve.endpoints[0].gpus == 16
+
+
+def test_routing_problems_are_reported_all_at_once() -> None:
+    values = serving_base()
+    values["kserve"]["endpoints"][0].update(
+        versions=[{"name": "v1", "weight": 90}, {"name": "v1", "weight": 20}],
+        headerRoutes=[
+            {"header": "x model", "value": "big", "version": "v3"},
+            {"header": "x-model", "value": "big", "version": "v1"},
+            {"header": "X-MODEL", "value": "big", "version": "v1"},
+        ],
+    )
+    errors = [e for e in errors_of(values) if "kserve.endpoints[0]" in e]
+    assert errors == [
+        'mlcluster:kserve.endpoints[0].headerRoutes[0].header: "x model" is not an HTTP header name (an RFC 7230 token'
+        " such as x-model, at most 256 characters)",
+        'mlcluster:kserve.endpoints[0].versions[1].name: "v1" is already versions[0]: each version names its own'
+        " InferenceService",
+        "mlcluster:kserve.endpoints[0].versions: weights add up to 110, not 100: v1 90, v1 20",
+        'mlcluster:kserve.endpoints[0].headerRoutes[0].version: "v3" is not one of this endpoint\'s versions (v1)',
+        'mlcluster:kserve.endpoints[0].headerRoutes[2].value: X-MODEL: "big" is already matched by headerRoutes[1]:'
+        " the second route would never be taken",
+    ]
+
+
+def test_a_canary_scaled_on_a_queue_is_valid_and_silent() -> None:
+    values = serving_base()
+    values["kserve"]["endpoints"][0].update(
+        versions=[{"name": "v1", "weight": 90}, {"name": "v2", "weight": 10}],
+        headerRoutes=[{"value": "qwen2.5-14b-instruct", "version": "v2"}],
+        autoscaling={"metric": "queue", "target": 4},
+    )
+    spec, warnings = spec_and_warnings(values, lambda key: key == "ssh")
+    (chat,) = spec.kserve.endpoints
+    assert chat.isvc_names() == ["chat-v1", "chat-v2"]
+    assert chat.header_routes[0].header == "x-model"
+    assert chat.autoscaling.queue_metric == "vllm:num_requests_waiting"
+    assert serving_warnings(warnings) == []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .kueue import CPU_FLAVOR, GPU_RESOURCE, GPU_RESOURCE_PREFIX, flavor_name, parse_quantity
 from .schema import Problems
+from .serving import EndpointSpec
 
 if TYPE_CHECKING:
     from .spec import NodeSpec, Spec
@@ -179,7 +180,9 @@ def unqueued_gpus(spec: Spec) -> dict[str, int]:
         for kind, items in (("endpoint", spec.kserve.endpoints), ("deployment", spec.kserve.deployments)):
             for item in items:
                 if item.gpus:
-                    held[f"{kind} {item.name}"] = item.gpus * item.min_replicas
+                    # An endpoint with versions (a canary) is one InferenceService per version, each at minReplicas.
+                    copies = len(item.isvc_names()) if isinstance(item, EndpointSpec) else 1
+                    held[f"{kind} {item.name}"] = item.gpus * item.min_replicas * copies
     if spec.workloads.notebook:
         held["notebook"] = 1
     return held

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from . import checks
 from .images import url
 from .schema import Problems, Secret, join_path, setting
-from .serving import InferenceDeploymentSpec
+from .serving import InferenceDeploymentSpec, queue_endpoints
 
 if TYPE_CHECKING:
     from .spec import Spec
@@ -134,6 +134,7 @@ def validate_monitoring(spec: Spec, problems: Problems) -> None:
                     f'"{deployment.autoscaling.metric_name}" {problem}: prometheus-adapter (monitoring) serves the HPA'
                     " the Prometheus series of that name",
                 )
+    _validate_queue_endpoints(spec, problems)
     mode = spec.monitoring.fault_handling.mode
     if mode not in (None, "off") and not spec.gpu_operator.enabled:
         problems.error(
@@ -146,3 +147,28 @@ def validate_monitoring(spec: Spec, problems: Problems) -> None:
             f"{mode} needs cert-manager (NVSentinel's quarantine datastore takes its certificates from it), which"
             " mlcluster installs with KServe: set kserve.enabled: true, or mode: observe",
         )
+
+
+def _validate_queue_endpoints(spec: Spec, problems: Problems) -> None:
+    """KEDA reads an endpoint's queue from this stack's Prometheus, and takes the external metrics API for itself."""
+    queued = queue_endpoints(spec.kserve)
+    for endpoint in queued if not monitoring_wanted(spec) else []:
+        i = spec.kserve.endpoints.index(endpoint)
+        problems.error(
+            f"kserve.endpoints[{i}].autoscaling.metric",
+            f"{endpoint.autoscaling.metric} scales through KEDA on a Prometheus query, and Prometheus comes with"
+            " monitoring: set monitoring.enabled: true, or scale on cpu or memory",
+        )
+    if not queued or not monitoring_wanted(spec):
+        return
+    # Both KEDA and prometheus-adapter register v1beta1.external.metrics.k8s.io; a cluster has one of them.
+    for deployment in custom_metric_deployments(spec):
+        if deployment.autoscaling.metric == "external":
+            i = spec.kserve.deployments.index(deployment)
+            first = spec.kserve.endpoints.index(queued[0])
+            problems.error(
+                f"kserve.deployments[{i}].autoscaling.metric",
+                f"external needs prometheus-adapter to serve the external metrics API, which KEDA serves for"
+                f" kserve.endpoints[{first}] (metric {queued[0].autoscaling.metric}): the API has one server per"
+                " cluster; scale this deployment on metric pods, or the endpoint on cpu or memory",
+            )

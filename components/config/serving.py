@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks, formats
+from .inference_gateway import EndpointVersionSpec, GatewaySpec, HeaderRouteSpec, validate_routes
 from .schema import Problems, join_path, setting, show
 
 KNATIVE_COST = (
@@ -24,23 +25,70 @@ PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease
 """Namespaces mlcluster or Kubernetes own; endpoint namespaces are created (and deleted) by mlcluster."""
 
 
+ENDPOINT_METRICS = ("cpu", "memory", "concurrency", "rps", "queue", "external")
+QUEUE_METRICS = ("queue", "external")
+"""Scaled by KEDA through KServe's `keda` autoscaler class (Standard mode): a Prometheus query, not an HPA metric."""
+DEFAULT_QUEUE_METRIC = "vllm:num_requests_waiting"
+"""vLLM's count of requests waiting for a batch slot: the queue length of KServe's Hugging Face runtime (vLLM)."""
+
+
+def endpoint_metric_name(value: str) -> str | None:
+    """An endpoint's metric, with the way to a queue length named when the metric is one KServe's HPA lacks."""
+    if value in ENDPOINT_METRICS:
+        return None
+    return (
+        f"is not an endpoint metric ({', '.join(ENDPOINT_METRICS)}): to scale an InferenceService on a queue"
+        " length (e.g. vLLM's vllm:num_requests_waiting) use metric: queue with metricName (KEDA, deploymentMode"
+        " Standard), or metric: external for a queue outside the model server"
+    )
+
+
 @dataclass(frozen=True)
 class EndpointAutoscalingSpec:
-    metric: Literal["cpu", "memory", "concurrency", "rps"] | None = setting(
+    metric: str | None = setting(
         None,
-        doc="What KServe scales on. Standard mode (HPA): `cpu` or `memory` utilisation %, default cpu."
-        " Knative mode (Knative's autoscaler): `concurrency` (in-flight requests per replica) or `rps`"
-        " (requests per second per replica), default concurrency.",
+        doc="What KServe scales on. Standard mode: `cpu` or `memory` utilisation % (HPA, default cpu); `queue`:"
+        " a queue length the model server exports, summed over the endpoint's pods (KEDA); `external`: a queue"
+        " length from elsewhere, e.g. a broker (KEDA; allows minReplicas 0). Knative mode (Knative's"
+        " autoscaler): `concurrency` (in-flight requests per replica) or `rps` (requests per second per"
+        " replica), default concurrency.",
+        check=endpoint_metric_name,
     )
     target: int | None = setting(
         None,
-        doc="Target per replica (default KServe's: 80 % CPU, or Knative's 100 concurrent requests).",
+        doc="Target per replica (default KServe's: 80 % CPU, or Knative's 100 concurrent requests; queue and"
+        " external: 4 waiting requests).",
         check=checks.between(1, 100000),
+    )
+    metric_name: str | None = setting(
+        None,
+        doc="Prometheus series of a `queue` or `external` metric (queue default: vllm:num_requests_waiting).",
+        check=checks.prometheus_metric_name,
     )
 
     def validate(self, path: str, problems: Problems) -> None:
         if self.metric in ("cpu", "memory") and self.target is not None and self.target > 100:
             problems.error(join_path(path, "target"), f"({self.target}) is a utilisation percentage: at most 100")
+        if self.metric == "external" and not self.metric_name:
+            problems.error(join_path(path, "metricName"), "is required when metric is external (the queue's series)")
+        if self.metric_name and self.metric not in QUEUE_METRICS:
+            problems.error(
+                join_path(path, "metricName"),
+                f"only applies to metric queue or external, not {self.metric or 'the default'}",
+            )
+
+    @property
+    def queue_metric(self) -> str:
+        """The Prometheus series a queue/external endpoint scales on."""
+        return self.metric_name or DEFAULT_QUEUE_METRIC
+
+    @property
+    def queue_target(self) -> int:
+        return self.target if self.target is not None else DEFAULT_QUEUE_TARGET
+
+
+DEFAULT_QUEUE_TARGET = 4
+"""Waiting requests per replica before KEDA adds one: a few queued requests keep a GPU's batches full."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +124,21 @@ class EndpointSpec:
     autoscaling: EndpointAutoscalingSpec = setting(
         default_factory=EndpointAutoscalingSpec, doc="Autoscaling metric and target."
     )
+    versions: tuple[EndpointVersionSpec, ...] = setting(
+        (),
+        doc="Versions behind one route (a canary): each an InferenceService <name>-<version>, weights in percent"
+        " (Gateway API; deploymentMode Standard).",
+    )
+    header_routes: tuple[HeaderRouteSpec, ...] = setting(
+        (), doc="Header values that send a request to one version (e.g. x-model: the model a client asks for)."
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        validate_routes(path, self.versions, self.header_routes, self.name, problems)
+
+    def isvc_names(self) -> list[str]:
+        """The InferenceServices this endpoint is: itself, or one per version."""
+        return [f"{self.name}-{v.name}" for v in self.versions] if self.versions else [self.name]
 
 
 @dataclass(frozen=True)
@@ -184,6 +247,15 @@ class KserveSpec:
     metrics_server_version: str = setting(
         "3.13.0", doc="metrics-server chart version.", check=checks.pinned_chart_version
     )
+    gateway: GatewaySpec = setting(
+        default_factory=GatewaySpec, doc="Gateway API in front of the endpoints (Envoy Gateway; docs/serving.md)."
+    )
+    keda_version: str = setting(
+        "2.20.2",
+        doc="KEDA chart version, installed when an endpoint scales on a queue (metric queue or external).",
+        check=checks.pinned_chart_version,
+    )
+    keda_namespace: str = setting("keda", doc="Namespace of the KEDA release.", check=checks.k8s_name)
     endpoints: tuple[EndpointSpec, ...] = setting((), doc="Model endpoints, each a KServe InferenceService.")
     deployments: tuple[InferenceDeploymentSpec, ...] = setting(
         (), doc="Inference servers that are not KServe: Deployment + Service + HPA (autoscaling/v2)."
@@ -203,8 +275,29 @@ class KserveSpec:
 
     def _validate_endpoints(self, path: str, problems: Problems) -> None:
         self._validate_workloads(path, self.endpoints, problems)
+        self._validate_isvc_names(path, problems)
         if self.deployment_mode == "Knative":
+            if self.gateway.enabled:
+                problems.error(
+                    "kserve.gateway.enabled",
+                    "Gateway API routing is for deploymentMode Standard: Knative mode routes through Kourier;"
+                    " switch kserve.deploymentMode to Standard, or leave gateway.enabled unset",
+                )
             for i, endpoint in enumerate(self.endpoints):
+                at = join_path(path, i)
+                if endpoint.autoscaling.metric in QUEUE_METRICS:
+                    problems.error(
+                        join_path(at, "autoscaling.metric"),
+                        f'"{endpoint.autoscaling.metric}" scales through KEDA, which KServe offers in deploymentMode'
+                        " Standard only: switch kserve.deploymentMode to Standard, or scale on concurrency or rps",
+                    )
+                for key, items in (("versions", endpoint.versions), ("headerRoutes", endpoint.header_routes)):
+                    if items:
+                        problems.error(
+                            join_path(at, key),
+                            "routes through Gateway API, which mlcluster sets up in deploymentMode Standard: switch"
+                            " kserve.deploymentMode to Standard, or remove them",
+                        )
                 if endpoint.autoscaling.metric in ("cpu", "memory"):
                     problems.error(
                         join_path(join_path(path, i), "autoscaling.metric"),
@@ -215,24 +308,58 @@ class KserveSpec:
             return
         for i, endpoint in enumerate(self.endpoints):
             at = join_path(path, i)
-            if endpoint.min_replicas == 0:
+            metric = endpoint.autoscaling.metric
+            if endpoint.min_replicas == 0 and metric == "queue":
+                # A queue the model server exports vanishes with its last pod: nothing would wake the endpoint.
                 problems.error(
                     join_path(at, "minReplicas"),
-                    "0 (scale-to-zero) needs Knative: switch kserve.deploymentMode to Knative, or set"
+                    "0 with metric queue never scales up again: the queue's series comes from the endpoint's own"
+                    " pods, and at zero pods there is none; scale on metric external (a queue outside the model"
+                    " server), or set minReplicas to 1 or more",
+                )
+            elif endpoint.min_replicas == 0 and metric != "external":
+                problems.error(
+                    join_path(at, "minReplicas"),
+                    "0 (scale-to-zero) needs Knative, or KEDA with metric external (a queue outside the model"
+                    " server): switch kserve.deploymentMode to Knative, scale on metric external, or set"
                     " minReplicas to 1 or more",
+                )
+            if (endpoint.versions or endpoint.header_routes) and not gateway_wanted(self):
+                problems.error(
+                    join_path(at, "versions" if endpoint.versions else "headerRoutes"),
+                    "routes through Gateway API: set kserve.gateway.enabled: true (or leave it unset), or remove"
+                    " versions and headerRoutes",
                 )
             if endpoint.autoscaling.metric in ("concurrency", "rps"):
                 problems.error(
                     join_path(at, "autoscaling.metric"),
                     f'"{endpoint.autoscaling.metric}" needs Knative\'s autoscaler: switch kserve.deploymentMode'
-                    " to Knative, or scale on cpu or memory (Standard mode's HPA)",
+                    " to Knative, or scale on cpu or memory (Standard mode's HPA), or on a queue length (metric:"
+                    " queue, through KEDA)",
+                )
+
+    def _validate_isvc_names(self, path: str, problems: Problems) -> None:
+        """A version's InferenceService (<endpoint>-<version>) must not take another endpoint's name."""
+        owners: dict[tuple[str, str], int] = {}
+        for i, endpoint in enumerate(self.endpoints):
+            for name in endpoint.isvc_names():
+                key = (endpoint.namespace, name)
+                other = owners.setdefault(key, i)
+                if other == i or not (endpoint.versions or self.endpoints[other].versions):
+                    continue  # the same endpoint, or two plain endpoints (_validate_workloads reports those)
+                versioned, taken = (i, other) if endpoint.versions else (other, i)
+                problems.error(
+                    join_path(join_path(path, versioned), "versions"),
+                    f"make an InferenceService {name} in namespace {endpoint.namespace}, which"
+                    f" {join_path(path, taken)} is too",
                 )
 
     def _validate_workloads(
         self, path: str, items: Sequence[EndpointSpec | InferenceDeploymentSpec], problems: Problems
     ) -> None:
         """Rules endpoints and deployments share: unique per namespace, not in a platform namespace, min <= max."""
-        platform = {self.namespace, self.knative.namespace, *PLATFORM_NAMESPACES}
+        platform = {self.namespace, self.knative.namespace, self.gateway.namespace, self.keda_namespace}
+        platform |= set(PLATFORM_NAMESPACES)
         seen: dict[tuple[str, str], int] = {}
         for i, item in enumerate(items):
             at = join_path(path, i)
@@ -255,6 +382,22 @@ class KserveSpec:
                 )
 
 
+def gateway_wanted(spec: KserveSpec) -> bool:
+    """Gateway API routing: on by default in Standard mode (KServe's raw deployments); Knative uses Kourier."""
+    if not spec.enabled:
+        return False
+    if spec.gateway.enabled is not None:
+        return spec.gateway.enabled
+    return spec.deployment_mode == "Standard"
+
+
+def queue_endpoints(spec: KserveSpec) -> list[EndpointSpec]:
+    """Endpoints KEDA scales (KServe's `keda` autoscaler class) on a queue length read from Prometheus."""
+    if not spec.enabled or spec.deployment_mode != "Standard":
+        return []
+    return [e for e in spec.endpoints if e.autoscaling.metric in QUEUE_METRICS]
+
+
 def metrics_server_wanted(spec: KserveSpec, cluster_mode: str, provider: str) -> bool:
     """GKE and AKS run metrics-server themselves; kubeadm, generic and EKS clusters do not have it."""
     if spec.metrics_server is not None:
@@ -264,7 +407,9 @@ def metrics_server_wanted(spec: KserveSpec, cluster_mode: str, provider: str) ->
 
 def needs_resource_metrics(spec: KserveSpec) -> bool:
     """Whether any HPA scales on cpu/memory (which the metrics API, i.e. metrics-server, serves)."""
-    standard_endpoints = spec.deployment_mode == "Standard" and spec.endpoints
+    standard_endpoints = spec.deployment_mode == "Standard" and any(
+        e.autoscaling.metric not in QUEUE_METRICS for e in spec.endpoints
+    )
     return bool(standard_endpoints) or any(d.autoscaling.metric in ("cpu", "memory") for d in spec.deployments)
 
 

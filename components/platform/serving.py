@@ -1,7 +1,10 @@
-"""Serving: metrics-server, cert-manager, Knative (Knative mode), KServe's charts, then the model endpoints.
+"""Serving: metrics-server, cert-manager, Knative (Knative mode), KServe's charts, Gateway API (Standard mode),
+KEDA (queue-scaled endpoints), then the model endpoints and their HTTPRoutes.
 
 Order: cert-manager (and, in Knative mode, the Knative Operator and a Ready KnativeServing) before kserve-crd,
-kserve-crd before the controller, the controller before its runtimes, the runtimes before any endpoint.
+kserve-crd before the InferenceGateway (Envoy Gateway, GatewayClass, Gateway), both before the controller, the
+controller before its runtimes, the runtimes (and KEDA) before any endpoint, an endpoint's versions before its
+HTTPRoute.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from typing import Any
 
 import pulumi
 
+from ..config.monitoring import monitoring_wanted
 from ..config.scheduling import platform_tolerations
+from ..config.serving import gateway_wanted
 from ..config.spec import Spec
 from ..render import manifests
 from ..render.endpoints import (
@@ -19,17 +24,21 @@ from ..render.endpoints import (
     endpoint_namespaces,
     horizontal_pod_autoscaler,
     inference_deployment,
-    inference_service,
+    inference_services,
     namespace_object,
 )
+from ..render.inference_gateway import endpoint_route, endpoint_routes
+from ..render.monitoring import prometheus_url
 from ..render.serving import (
     KNATIVE_SERVING_NAMESPACE,
     cert_manager_release,
+    keda_release,
     knative_operator_release,
     knative_serving,
     kserve_releases,
     metrics_server_release,
 )
+from .inference_gateway import InferenceGateway
 from .platform_layer import PlatformLayer
 
 
@@ -54,22 +63,43 @@ class Serving(PlatformLayer):
                 self.manifest(knative_serving(kserve), [operator_release, serving_namespace], name="knative-serving")
             )
 
-        previous = before_kserve
-        for release in kserve_releases(spec):
+        crds, *rest = kserve_releases(spec)
+        previous: list[pulumi.Resource] = [self.chart(crds, before_kserve)]
+        if gateway_wanted(kserve):
+            # After kserve-crd (its release creates KServe's namespace, where the Gateway lives); before KServe's
+            # controller, which watches Gateway API routes from its start.
+            self.gateway: InferenceGateway | None = InferenceGateway(
+                spec, self.provider, previous, pulumi.ResourceOptions(parent=self)
+            )
+            previous = [*previous, self.gateway]
+        else:
+            self.gateway = None
+        for release in rest:
             previous = [self.chart(release, previous)]
         runtimes_ready = previous
+        keda = keda_release(spec)
+        # KEDA's CRDs before any InferenceService of KServe's keda class (KServe creates their ScaledObjects).
+        scalers: list[pulumi.Resource] = [self.chart(keda, before_kserve)] if keda is not None else []
 
         namespaces = {
             name: self.manifest(namespace_object(name), name=f"ns-{name}") for name in endpoint_namespaces(kserve)
         }
-        self.endpoints = [
-            self.manifest(
-                inference_service(endpoint, kserve, platform_tolerations(spec)),
-                [*runtimes_ready, *metrics_api, namespaces[endpoint.namespace]],
-                name=f"isvc-{endpoint.namespace}-{endpoint.name}",
-            )
-            for endpoint in kserve.endpoints
-        ]
+        prometheus = prometheus_url(spec) if monitoring_wanted(spec) else None
+        self.endpoints = []
+        for endpoint in kserve.endpoints:
+            services = [
+                self.manifest(
+                    isvc,
+                    [*runtimes_ready, *metrics_api, *scalers, namespaces[endpoint.namespace]],
+                    name=f"isvc-{endpoint.namespace}-{isvc['metadata']['name']}",
+                )
+                for isvc in inference_services(endpoint, kserve, platform_tolerations(spec), prometheus)
+            ]
+            self.endpoints.extend(services)
+            route = endpoint_route(endpoint, kserve) if self.gateway is not None else None
+            if route is not None and self.gateway is not None:
+                # After the versions it routes to, so a route never points at a Service KServe has not made yet.
+                self.manifest(route, [self.gateway, *services], name=f"httproute-{endpoint.namespace}-{endpoint.name}")
         self.deployments: list[pulumi.Resource] = []
         for item in kserve.deployments:
             key = f"{item.namespace}-{item.name}"
@@ -84,4 +114,7 @@ class Serving(PlatformLayer):
             self.manifest(deployment_service(item), namespace, name=f"svc-{key}")
             self.manifest(horizontal_pod_autoscaler(item), [deployment, *metrics_api], name=f"hpa-{key}")
             self.deployments.append(deployment)
-        return {"endpoints": [f"{e.namespace}/{e.name}" for e in kserve.endpoints]}
+        return {
+            "endpoints": [f"{e.namespace}/{name}" for e in kserve.endpoints for name in e.isvc_names()],
+            "routes": [f"{r['metadata']['namespace']}/{r['metadata']['name']}" for r in endpoint_routes(kserve)],
+        }

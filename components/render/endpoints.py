@@ -6,13 +6,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.checks import parse_taint
-from ..config.serving import DeploymentAutoscalingSpec, EndpointSpec, InferenceDeploymentSpec, KserveSpec
+from ..config.inference_gateway import PREDICTOR_SUFFIX, EndpointVersionSpec
+from ..config.serving import (
+    QUEUE_METRICS,
+    DeploymentAutoscalingSpec,
+    EndpointSpec,
+    InferenceDeploymentSpec,
+    KserveSpec,
+)
 from ..config.spec import GPU_TAINT
 from . import manifests
 from .serving import deployment_mode_value
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "mlcluster"}
+ENDPOINT_LABEL = "mlcluster.io/endpoint"
+"""On each version's InferenceService: the endpoint (and HTTPRoute) it is a version of."""
 
 
 def gpu_toleration() -> dict[str, str]:
@@ -55,47 +64,116 @@ def endpoint_metric(endpoint: EndpointSpec, mode: str) -> str:
     return endpoint.autoscaling.metric or ("cpu" if mode == "Standard" else "concurrency")
 
 
-def _endpoint_annotations(kserve: KserveSpec) -> dict[str, str]:
+def _endpoint_annotations(kserve: KserveSpec, endpoint: EndpointSpec) -> dict[str, str]:
     annotations = {"serving.kserve.io/deploymentMode": deployment_mode_value(kserve.deployment_mode, kserve.version)}
     if kserve.deployment_mode == "Standard":
-        # Explicit, so KServe's webhook validates the metric against what its HPA supports (cpu, memory).
-        annotations["serving.kserve.io/autoscalerClass"] = "hpa"
+        # Explicit, so KServe's webhook validates the metric against what the class supports: its HPA class takes
+        # only cpu/memory, its keda class also a Prometheus query (and creates the KEDA ScaledObject itself).
+        queued = endpoint.autoscaling.metric in QUEUE_METRICS
+        annotations["serving.kserve.io/autoscalerClass"] = "keda" if queued else "hpa"
     return annotations
 
 
+def predictor_name(isvc_name: str) -> str:
+    """KServe's Deployment, Service and (keda class) ScaledObject of an InferenceService in Standard mode."""
+    return f"{isvc_name}{PREDICTOR_SUFFIX}"
+
+
+def predictor_pods(isvc_name: str) -> str:
+    """A regex for the predictor Deployment's pods (<deployment>-<replicaset hash>-<pod suffix>), anchored by
+    PromQL, so chat's pods never include chat-v2's."""
+    return f"{predictor_name(isvc_name)}-[a-z0-9]+-[a-z0-9]+"
+
+
+def queue_query(endpoint: EndpointSpec, isvc_name: str) -> str:
+    """The PromQL KEDA evaluates: the endpoint's whole queue (KEDA divides it by the target per replica)."""
+    metric = endpoint.autoscaling.queue_metric
+    if endpoint.autoscaling.metric == "external":
+        # A queue outside the model server (a broker, a gateway): its series is not the endpoint's pods'.
+        return f"sum({metric})"
+    return f'sum({metric}{{namespace="{endpoint.namespace}",pod=~"{predictor_pods(isvc_name)}"}})'
+
+
+def queue_autoscaling(endpoint: EndpointSpec, isvc_name: str, prometheus_url: str) -> dict[str, Any]:
+    """spec.predictor.autoScaling for KServe's keda class: one External metric, a Prometheus query and its target."""
+    return {
+        "metrics": [
+            {
+                "type": "External",
+                "external": {
+                    "metric": {
+                        "backend": "prometheus",
+                        "serverAddress": prometheus_url,
+                        "query": queue_query(endpoint, isvc_name),
+                    },
+                    # KServe's webhook wants a Value target for External; it becomes KEDA's threshold, which KEDA
+                    # applies per replica (AverageValue).
+                    "target": {"type": "Value", "value": str(endpoint.autoscaling.queue_target)},
+                },
+            }
+        ]
+    }
+
+
 def inference_service(
-    endpoint: EndpointSpec, kserve: KserveSpec, cpu_tolerations: Sequence[Mapping[str, str]] = ()
+    endpoint: EndpointSpec,
+    kserve: KserveSpec,
+    cpu_tolerations: Sequence[Mapping[str, str]] = (),
+    *,
+    version: EndpointVersionSpec | None = None,
+    prometheus_url: str | None = None,
 ) -> dict[str, Any]:
-    """cpu_tolerations: what a pod without GPUs needs to find a node (config.scheduling.platform_tolerations)."""
+    """cpu_tolerations: what a pod without GPUs needs to find a node (config.scheduling.platform_tolerations).
+    version: one of the endpoint's versions (the InferenceService <endpoint>-<version>). prometheus_url: where KEDA
+    reads a queue metric (render.monitoring.prometheus_url)."""
+    name = f"{endpoint.name}-{version.name}" if version else endpoint.name
     model: dict[str, Any] = {
         "modelFormat": {"name": endpoint.model_format},
-        "storageUri": endpoint.storage_uri,
+        "storageUri": (version.storage_uri if version else None) or endpoint.storage_uri,
         "resources": _resources(endpoint.cpu, endpoint.memory, endpoint.gpus, cpu_limit=True),
     }
-    if endpoint.runtime:
-        model["runtime"] = endpoint.runtime
-    predictor: dict[str, Any] = {
-        "minReplicas": endpoint.min_replicas,
-        "maxReplicas": endpoint.max_replicas,
-        "scaleMetric": endpoint_metric(endpoint, kserve.deployment_mode),
-        "model": model,
-    }
-    if endpoint.autoscaling.target is not None:
-        predictor["scaleTarget"] = endpoint.autoscaling.target
+    runtime = (version.runtime if version else None) or endpoint.runtime
+    if runtime:
+        model["runtime"] = runtime
+    predictor: dict[str, Any] = {"minReplicas": endpoint.min_replicas, "maxReplicas": endpoint.max_replicas}
+    if endpoint.autoscaling.metric in QUEUE_METRICS and kserve.deployment_mode == "Standard":
+        if prometheus_url is None:
+            raise ValueError(f"{endpoint.namespace}/{name} scales on a queue but no Prometheus was given")
+        # KServe's keda class refuses scaleMetric: the query is the metric.
+        predictor["autoScaling"] = queue_autoscaling(endpoint, name, prometheus_url)
+    else:
+        predictor["scaleMetric"] = endpoint_metric(endpoint, kserve.deployment_mode)
+        if endpoint.autoscaling.target is not None:
+            predictor["scaleTarget"] = endpoint.autoscaling.target
+    predictor["model"] = model
     tolerations = [gpu_toleration()] if endpoint.gpus else list(cpu_tolerations)
     if tolerations:
         predictor["tolerations"] = tolerations
+    labels = {ENDPOINT_LABEL: endpoint.name} if version else None
     return {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
         # The mode per object as well as cluster-wide, so changing the cluster default never moves an endpoint.
         "metadata": _metadata(
-            endpoint.name,
-            endpoint.namespace,
-            annotations=_endpoint_annotations(kserve),
+            name, endpoint.namespace, labels=labels, annotations=_endpoint_annotations(kserve, endpoint)
         ),
         "spec": {"predictor": predictor},
     }
+
+
+def inference_services(
+    endpoint: EndpointSpec,
+    kserve: KserveSpec,
+    cpu_tolerations: Sequence[Mapping[str, str]] = (),
+    prometheus_url: str | None = None,
+) -> list[dict[str, Any]]:
+    """The endpoint's InferenceServices: itself, or one per version (a canary's v1 and v2)."""
+    if not endpoint.versions:
+        return [inference_service(endpoint, kserve, cpu_tolerations, prometheus_url=prometheus_url)]
+    return [
+        inference_service(endpoint, kserve, cpu_tolerations, version=v, prometheus_url=prometheus_url)
+        for v in endpoint.versions
+    ]
 
 
 def deployment_labels(deployment: InferenceDeploymentSpec) -> dict[str, str]:

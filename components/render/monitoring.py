@@ -187,6 +187,11 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
     )
 
 
+def prometheus_url(spec: Spec) -> str:
+    """The stack's Prometheus, as KEDA's prometheus trigger (an endpoint's queue query) reaches it."""
+    return f"http://{PROMETHEUS_SERVICE}.{spec.monitoring.namespace}.svc:9090"
+
+
 def adapter_rule(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
     """The prometheus-adapter rule that serves this deployment's HPA metric under the name the HPA asks for."""
     name = str(deployment.autoscaling.metric_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.scheduling import platform_tolerations
-from ..config.serving import KserveSpec, major_minor, metrics_server_wanted
+from ..config.serving import KserveSpec, gateway_wanted, major_minor, metrics_server_wanted, queue_endpoints
 from ..config.spec import Spec
 from .helm import ChartRelease, tolerating
 
@@ -19,6 +19,9 @@ CONTROLLER_TOLERATIONS = {
 }
 """Where each KServe chart takes the controller's tolerations (the CRD and runtime charts run no pods)."""
 
+KSERVE_GATEWAY = "kserve-ingress-gateway"
+"""KServe's default kserveIngressGateway name; mlcluster's Gateway (render/inference_gateway.py) lives in KServe's
+namespace under it."""
 KNATIVE_SERVING_NAMESPACE = "knative-serving"
 KOURIER_INGRESS_CLASS = "kourier.ingress.networking.knative.dev"
 
@@ -122,6 +125,19 @@ def knative_serving(kserve: KserveSpec) -> dict[str, Any]:
     }
 
 
+def kserve_ingress_values(kserve: KserveSpec) -> dict[str, Any]:
+    """kserve.controller.gateway values: HTTPRoutes on mlcluster's Gateway instead of Ingresses (the chart's own
+    Gateway, createGateway, hard-codes its class; mlcluster declares class and Gateway itself)."""
+    return {
+        "domain": kserve.gateway.domain,
+        "ingressGateway": {
+            "enableGatewayApi": True,
+            "kserveGateway": f"{kserve.namespace}/{KSERVE_GATEWAY}",
+            "createGateway": False,
+        },
+    }
+
+
 def kserve_releases(spec: Spec) -> list[ChartRelease]:
     """KServe's charts in install order, with the deployment mode set explicitly (the chart default is Knative)."""
     kserve = spec.kserve
@@ -129,6 +145,9 @@ def kserve_releases(spec: Spec) -> list[ChartRelease]:
     if kserve.deployment_mode == "Knative":
         # Kourier, not Istio, routes Knative traffic: KServe must not create Istio VirtualServices.
         controller["gateway"] = {"disableIstioVirtualHost": True}
+    elif gateway_wanted(kserve):
+        # Standard mode: an HTTPRoute per InferenceService on the Gateway mlcluster declares, not an Ingress.
+        controller["gateway"] = kserve_ingress_values(kserve)
     values: dict[str, dict[str, Any]] = {
         "kserve-crd": {},
         "kserve-resources": {"kserve": {"controller": controller}},
@@ -147,3 +166,19 @@ def kserve_releases(spec: Spec) -> list[ChartRelease]:
         )
         for chart in kserve_chart_names(kserve.version)
     ]
+
+
+def keda_release(spec: Spec) -> ChartRelease | None:
+    """KEDA, when an endpoint scales on a queue: KServe's keda class creates a ScaledObject KEDA acts on."""
+    if not queue_endpoints(spec.kserve):
+        return None
+    return ChartRelease(
+        name="keda",
+        chart="keda",
+        repository="https://kedacore.github.io/charts",
+        version=spec.kserve.keda_version,
+        namespace=spec.kserve.keda_namespace,
+        # The chart's global tolerations reach the operator, its metrics server and its webhooks.
+        values=tolerating({}, ["tolerations"], platform_tolerations(spec)),
+        upstream_chart="keda",
+    )
