@@ -68,7 +68,8 @@ def test_time_slicing_configmap_data_is_the_upstream_format() -> None:
     )
     chart = gpu_operator_values(spec, True)
     assert chart["devicePlugin"] == {
-        "config": {"create": True, "name": "mlcluster-device-plugin-config", "default": "default", "data": data}
+        "env": [{"name": "DEVICE_LIST_STRATEGY", "value": "cdi-annotations,cdi-cri"}],
+        "config": {"create": True, "name": "mlcluster-device-plugin-config", "default": "default", "data": data},
     }
     node = spec.nodes[2]
     assert gpu_node_labels(spec, node, "operator") == {
@@ -94,7 +95,7 @@ def test_per_node_sharing_alone_keeps_a_no_sharing_default() -> None:
 def test_no_sharing_sets_no_device_plugin_config() -> None:
     spec = parse(gpu_values())
     assert device_plugin_configs(spec) == {}
-    assert "devicePlugin" not in gpu_operator_values(spec, True)
+    assert "config" not in gpu_operator_values(spec, True)["devicePlugin"]
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,11 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "GPU dashboards without DCGM": (
         {"monitoring": {"enabled": True}, "gpuOperator": {"enabled": True, "dcgmExporter": False}},
-        "mlcluster:gpuOperator.dcgmExporter: ",
+        "mlcluster:gpuOperator.dcgmExporter: is false",
+    ),
+    "a gang scheduler that never evicts a gang (an AI-conformance MUST given up)": (
+        {"kueue": {"enabled": True, "waitForPodsReady": {"enabled": False}}},
+        "mlcluster:kueue.waitForPodsReady.enabled: gives up the Kubernetes AI Conformance MUST gang_scheduling",
     ),
     "a pull deadline containerd 1.6 cannot keep": (
         {"kubelet": {"containerdVersion": "1.6"}},

@@ -284,6 +284,52 @@ class TopologySpec:
 
 
 @dataclass(frozen=True)
+class WaitForPodsReadySpec:
+    """Kueue's all-or-nothing admission (config.kueue.x-k8s.io/v1beta2 `waitForPodsReady`): an admitted workload
+    whose pods are not all ready in time is evicted and requeued, so a gang never holds part of the quota."""
+
+    enabled: bool = setting(
+        True,
+        doc="Evict and requeue an admitted workload whose pods are not all ready within `timeout` (gang"
+        " scheduling; the AI-conformance MUST gang_scheduling). false: a gang that fits only in part holds its quota.",
+    )
+    timeout: str = setting(
+        "10m",
+        doc="How long an admitted workload may take for all its pods to be ready (image pulls of large ML images"
+        " included) before Kueue evicts it with reason PodsReadyTimeout.",
+        check=checks.duration,
+    )
+    recovery_timeout: str | None = setting(
+        None,
+        doc="How long a running workload may stay with a pod not ready (a pod lost and replaced) before it is"
+        " evicted and requeued (unset: Kueue's default, the value of `timeout`; `0s`: never).",
+        check=checks.duration,
+    )
+    requeuing_timestamp: Literal["Eviction", "Creation"] = setting(
+        "Eviction",
+        doc="Where an evicted workload goes back in its queue: `Eviction` (the back) or `Creation` (its old place).",
+    )
+    backoff_base_seconds: int = setting(
+        60, doc="First requeue delay; each further requeue doubles it (plus jitter).", check=checks.between(1, 86400)
+    )
+    backoff_max_seconds: int = setting(3600, doc="Longest requeue delay.", check=checks.between(1, 604800))
+    backoff_limit_count: int | None = setting(
+        None,
+        doc="Requeues before the workload is deactivated (spec.active: false); unset: requeued without end.",
+        check=checks.between(0, 2147483647),
+    )
+
+    def validate(self, path: str, problems: Problems) -> None:
+        if self.backoff_base_seconds > self.backoff_max_seconds:
+            problems.error(
+                join_path(path, "backoffBaseSeconds"),
+                f"({self.backoff_base_seconds}) is more than backoffMaxSeconds ({self.backoff_max_seconds})",
+            )
+        if checks.duration(self.timeout) is None and checks.duration_seconds(self.timeout) <= 0:
+            problems.error(join_path(path, "timeout"), "must be more than 0s")
+
+
+@dataclass(frozen=True)
 class KueueSpec:
     enabled: bool = setting(True, doc="Install Kueue for team queues and GPU quotas.")
     version: str = setting("0.19.2", doc="Kueue chart version.", check=checks.pinned_chart_version)
@@ -304,6 +350,11 @@ class KueueSpec:
     )
     inventory: tuple[GpuInventorySpec, ...] = setting(
         (), doc="GPUs of an existing cluster (mode `existing`; in mode kubeadm the nodes are the inventory)."
+    )
+    wait_for_pods_ready: WaitForPodsReadySpec = setting(
+        default_factory=WaitForPodsReadySpec,
+        doc="All-or-nothing admission: a workload whose pods are not all ready in time is evicted and requeued"
+        " with backoff (docs/kueue.md, Gang scheduling).",
     )
     topology: TopologySpec | None = setting(
         None,

@@ -13,6 +13,7 @@ from typing import Literal
 from . import checks, formats
 from .api_vip import ApiVipSpec, validate_api_vip
 from .care import CertificatesSpec, EtcdSnapshotSpec, UpgradeSpec
+from .conformance import validate_conformance
 from .gpu import GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
@@ -335,6 +336,7 @@ class Spec:
         validate_training(self, problems)
         validate_monitoring(self, problems)
         validate_network(self, problems)
+        validate_conformance(self, problems)
 
     def _validate_held_connections(self, problems: Problems) -> None:
         """A real `up` keeps every SSH command's connection open until it ends (pulumi-command never closes its

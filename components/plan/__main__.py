@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pulumi
 
+from .. import conformance
 from ..cluster import clock
 from ..config import checks
 from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
@@ -205,6 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         if message not in run.warnings:
             print(f"{level}: {message}", file=sys.stderr)
     text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec, at=at)
+    # The AI-conformance evidence pack beside the plan (python -m components.conformance writes it alone).
+    try:
+        conformance.write_pack(spec, out / "ai-conformance", stack=stack)
+    except LookupError as missing:
+        print(f"note: no AI-conformance evidence pack: {missing}", file=sys.stderr)
     elapsed = time.perf_counter() - started
     print(text)
     print(f"\nwrote {out}/plan.json and review files in {elapsed:.2f}s")

@@ -48,6 +48,22 @@ CONTROL_PLANE_TOLERATION = toleration_of(CONTROL_PLANE_TAINT)
 
 DriverMode = Literal["operator", "preinstalled"]
 
+# Secure accelerator access: only what the kubelet allocated reaches a container (docs/gpu.md, Secure accelerator
+# access; the variables are read by the NVIDIA Container Toolkit's and the device plugin's own flags).
+SECURE_TOOLKIT_ENV = (
+    # An unprivileged container's NVIDIA_VISIBLE_DEVICES (CUDA base images set it to `all`) selects no GPU, even
+    # in a pod that asks for the nvidia RuntimeClass: that runtime then injects only the CDI devices the device
+    # plugin (or the DRA driver) allocated to the container.
+    {"name": "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED", "value": "false"},
+)
+SECURE_DEVICE_PLUGIN_ENV = (
+    # The strategy the operator sets with CDI on, pinned so that the plugin never falls back to `envvar` (the
+    # device list as NVIDIA_VISIBLE_DEVICES, which the toolkit above refuses in an unprivileged container).
+    # Not `volume-mounts`: containerd's default runtime (runc, CDI mode) does not read those mounts, so every
+    # allocated GPU would be lost; CDI devices go through the CRI instead.
+    {"name": "DEVICE_LIST_STRATEGY", "value": "cdi-annotations,cdi-cri"},
+)
+
 
 @dataclass(frozen=True)
 class PreflightResult:
@@ -293,8 +309,15 @@ def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
             "enabled": toolkit,
             # The toolkit's containerd settings go to a drop-in that our config.toml imports, so neither
             # side rewrites the other's file (components/scripts/containerd.sh keeps the import).
-            "env": [{"name": "RUNTIME_DROP_IN_CONFIG", "value": "/etc/containerd/conf.d/99-nvidia.toml"}],
+            "env": [
+                {"name": "RUNTIME_DROP_IN_CONFIG", "value": "/etc/containerd/conf.d/99-nvidia.toml"},
+                *SECURE_TOOLKIT_ENV,
+            ],
         },
+        # Pinned on (the chart's default): GPUs reach a container as CDI devices that containerd injects for
+        # what the kubelet allocated, and the nvidia runtime is not containerd's default, so an environment
+        # variable in a plain pod selects nothing (docs/gpu.md, Secure accelerator access).
+        "cdi": {"enabled": True},
         "mig": {"strategy": gpu.mig_strategy},
         "dcgmExporter": dcgm_exporter_values(spec),
     }
@@ -305,15 +328,14 @@ def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
         # NVIDIA's DRA driver publishes the GPUs as ResourceSlices; the device plugin must not also advertise them.
         values["devicePlugin"] = {"enabled": False}
     else:
+        values["devicePlugin"] = {"env": list(SECURE_DEVICE_PLUGIN_ENV)}
         configs = device_plugin_configs(spec)
         if configs:
-            values["devicePlugin"] = {
-                "config": {
-                    "create": True,
-                    "name": DEVICE_PLUGIN_CONFIG_MAP,
-                    "default": DEFAULT_DEVICE_PLUGIN_CONFIG,
-                    "data": configs,
-                }
+            values["devicePlugin"]["config"] = {
+                "create": True,
+                "name": DEVICE_PLUGIN_CONFIG_MAP,
+                "default": DEFAULT_DEVICE_PLUGIN_CONFIG,
+                "data": configs,
             }
     return _with_platform_tolerations(spec, values, OPERATOR_CONTROLLERS)
 

@@ -67,10 +67,33 @@ def manager_configuration(spec: Spec) -> dict[str, Any]:
         "clientConnection": {"qps": 300, "burst": 500},
         "integrations": {"frameworks": integrations(spec.kubeflow)},
     }
+    if (gang := wait_for_pods_ready(spec.kueue)) is not None:
+        configuration["waitForPodsReady"] = gang
     if spec.kueue.fair_sharing:
         # In v1beta2 the section's presence turns fair sharing on.
         configuration["fairSharing"] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
     return configuration
+
+
+def wait_for_pods_ready(kueue: KueueSpec) -> dict[str, Any] | None:
+    """The manager configuration's waitForPodsReady, or None when off. In config v1beta2 the section's presence
+    turns it on (v1beta1's `enable` is gone) and `timeout` is required. blockAdmission stays at Kueue's default
+    (false): evicting a gang that cannot start is enough, and blocking would let one stuck image pull hold every
+    other team's admissions."""
+    gang = kueue.wait_for_pods_ready
+    if not gang.enabled:
+        return None
+    requeuing: dict[str, Any] = {
+        "timestamp": gang.requeuing_timestamp,
+        "backoffBaseSeconds": gang.backoff_base_seconds,
+        "backoffMaxSeconds": gang.backoff_max_seconds,
+    }
+    if gang.backoff_limit_count is not None:
+        requeuing["backoffLimitCount"] = gang.backoff_limit_count
+    section: dict[str, Any] = {"timeout": gang.timeout, "requeuingStrategy": requeuing}
+    if gang.recovery_timeout is not None:
+        section["recoveryTimeout"] = gang.recovery_timeout
+    return section
 
 
 def kueue_values(spec: Spec) -> dict[str, Any]:
