@@ -73,6 +73,7 @@ PLACEMENTS: dict[tuple[str, str], str] = {
     ("kubeflow-trainer", NAMESPACE): "every `namespace` key (as above)",
     ("kserve-resources", NAMESPACE): "every `namespace` key (as above)",
     ("nvsentinel", NAMESPACE): "every `namespace` key (as above)",
+    ("gateway-helm", NAMESPACE): "every `namespace` key (as above): kserve.gateway.namespace",
 }
 
 
