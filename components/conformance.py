@@ -443,12 +443,11 @@ def write_pack(spec: Spec, out: Path, *, stack: str, directory: Path | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .plan.__main__ import spec_or_report  # the plan CLI's loader and error report; it imports pulumi
+    # The plan CLI's stack arguments, loader and error report (the module imports pulumi).
+    from .plan.__main__ import add_stack_arguments, spec_or_report, stack_path_and_name
 
     parser = argparse.ArgumentParser(prog="python -m components.conformance", description=__doc__.split("\n\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
-    source.add_argument("--stack-file", type=Path, help="any stack file")
+    add_stack_arguments(parser)
     parser.add_argument("--out", type=Path, help="output folder (default build/<stack>/ai-conformance)")
     parser.add_argument(
         "--templates",
@@ -456,8 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"folder of the upstream AIConformance-1.<minor>.yaml (default ${TEMPLATES_ENV} or {DEFAULT_TEMPLATES})",
     )
     args = parser.parse_args(argv)
-    path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    path, stack = stack_path_and_name(args)
     out = args.out or PROJECT_ROOT / "build" / stack / "ai-conformance"
     read = spec_or_report(path)
     if read is None:

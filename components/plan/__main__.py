@@ -104,6 +104,19 @@ def stack_outputs_problems(outputs: object) -> list[str]:
     ]
 
 
+def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
+    """--stack NAME or --stack-file PATH, as every command that reads one stack takes them."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
+    source.add_argument("--stack-file", type=Path, help="any stack file")
+
+
+def stack_path_and_name(args: argparse.Namespace) -> tuple[Path, str]:
+    """The stack file those arguments name, and the stack's name (from the file name for --stack-file)."""
+    path: Path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    return path, args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+
+
 def spec_or_report(path: Path) -> tuple[StackFile, Spec] | None:
     """The stack file and its Spec, or None after printing why the file or its config is invalid to stderr."""
     if not path.is_file():
@@ -135,9 +148,7 @@ def _moment(text: str) -> datetime:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.plan", description=__doc__.split("\n\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
-    source.add_argument("--stack-file", type=Path, help="any stack file")
+    add_stack_arguments(parser)
     parser.add_argument("--out", type=Path, help="output folder (default build/<stack>)")
     parser.add_argument("--compare", type=Path, help="earlier plan folder (or plan.json): print what changes")
     parser.add_argument(
@@ -156,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    path, stack = stack_path_and_name(args)
     out = args.out or PROJECT_ROOT / "build" / stack
 
     if args.compare is not None and not (args.compare / "plan.json").is_file() and not args.compare.is_file():

@@ -197,16 +197,13 @@ def report(outcomes: Mapping[str, Outcome]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .__main__ import spec_or_report
+    from .__main__ import add_stack_arguments, spec_or_report, stack_path_and_name
 
     parser = argparse.ArgumentParser(prog="python -m components.plan.policies", description=__doc__.split("\n\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
-    source.add_argument("--stack-file", type=Path, help="any stack file")
+    add_stack_arguments(parser)
     parser.add_argument("--config", type=Path, help="policy pack config (JSON), as --policy-pack-config takes it")
     args = parser.parse_args(argv)
-    path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    stack = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    path, stack = stack_path_and_name(args)
     read = spec_or_report(path)
     if read is None:
         return 2
