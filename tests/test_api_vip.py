@@ -158,6 +158,7 @@ def _real(tool: str) -> str:
     return path
 
 
+@pytest.mark.fleet  # the fleet's OS packages (keepalived, haproxy), root and a network namespace: `make test`
 def test_haproxy_reads_the_rendered_config(tmp_path: Path) -> None:
     cfg = tmp_path / "haproxy.cfg"
     cfg.write_text(api_vip.haproxy_cfg(parse(ha_values())))
@@ -178,6 +179,7 @@ def _keepalived_test(conf: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["unshare", "--net", "bash", "-c", script], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.fleet
 def test_keepalived_reads_the_rendered_config(tmp_path: Path) -> None:
     spec = parse(ha_values(interface="vip0"))
     conf = tmp_path / "keepalived.conf"
