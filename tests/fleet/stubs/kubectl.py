@@ -1,5 +1,7 @@
-"""kubectl against the fleet's cluster state: get, drain, cordon, delete and label nodes; list pods (a test
-puts "running job" markers in the cluster's `pods`); `get --raw /version` and `/readyz`.
+"""kubectl against the fleet's cluster state: get, drain, cordon, delete, label and taint nodes; list pods (a test
+puts "running job" markers in the cluster's `pods`); `get --raw /version` and `/readyz`; and the acceptance step's
+objects (acceptance_objects.py): `apply -f`, `get`/`delete` of jobs, trainjobs and the Kueue and Trainer objects,
+`logs job/NAME -c C` and `logs -l <trainjob launcher> -c node`.
 
 The kubeconfig must be one the cluster issued (its server names the cluster, its client key must match, its
 client certificate is one kubeadm issued and has not expired), as an API server would refuse anything else.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,6 +63,10 @@ def _words(argv: list[str]) -> list[str]:
             "--raw",
             "--server",
             "--tls-server-name",
+            "-c",
+            "--container",
+            "--selector",
+            "--tail",
         ):
             skip = True
         elif not arg.startswith("-"):
@@ -93,6 +100,10 @@ def _pods(cluster: dict[str, Any], argv: list[str]) -> int:
 
 
 def _jsonpath(node: dict[str, Any], path: str) -> str:
+    if path == "{.spec.taints}":
+        import acceptance_objects
+
+        return acceptance_objects.taints_jsonpath(node)
     paths = {
         "{.status.nodeInfo.kubeletVersion}": f"v{node.get('kubeletVersion', '')}",
         "{.spec.unschedulable}": "true" if node["unschedulable"] else "",
@@ -159,6 +170,10 @@ def kubectl(host: Host, argv: list[str]) -> int:
     if verb == "get" and rest[:1] in (["pods"], ["pod"], ["po"]):
         with host.cluster(endpoint) as cluster:
             return _pods(cluster, argv)
+    if verb in ("apply", "logs", "taint") or (
+        verb in ("get", "delete") and rest and rest[0].split("/")[0] not in ("node", "nodes", "no")
+    ):
+        return _acceptance_verb(host, endpoint, argv, verb, rest)
     if verb in ("drain", "cordon", "uncordon"):
         kind, names = "node", rest
     else:
@@ -236,6 +251,130 @@ def kubectl(host: Host, argv: list[str]) -> int:
         else:
             raise fail(f"kubectl: the stub does not know {verb!r}")
     return 0
+
+
+def _acceptance_verb(host: Host, endpoint: str, argv: list[str], verb: str, rest: list[str]) -> int:
+    """apply, logs, taint, and get/delete of the acceptance step's kinds (acceptance_objects.py)."""
+    import acceptance_objects as objects
+
+    namespace = _option(argv, "-n", "--namespace")
+    out, err, error = "", "", None
+    if verb == "apply":
+        path = _option(argv, "-f", "--filename")
+        if path is None:
+            raise fail("error: must specify one of -f and -k")
+        source = "STDIN" if path == "-" else path
+        try:
+            text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        except OSError:
+            raise fail(f'error: the path "{path}" does not exist') from None
+        try:
+            documents = objects.load_documents(text, source)
+        except objects.ApiError as problem:
+            raise fail(problem.message) from None
+        if not documents:
+            raise fail("error: no objects passed to apply")
+        with host.cluster(endpoint) as cluster:
+            result = objects.apply_documents(cluster, documents, source, namespace, host.now())
+        out = "".join(line + "\n" for line in result.lines)
+        error = "\n".join(result.errors) or None
+    elif verb == "taint":
+        if rest[:1] in (["nodes"], ["node"], ["no"]):
+            name, specs = (rest[1] if len(rest) > 1 else ""), rest[2:]
+        elif rest and rest[0].split("/")[0] in ("node", "nodes", "no") and "/" in rest[0]:
+            name, specs = rest[0].split("/", 1)[1], rest[1:]
+        else:
+            raise fail(f"kubectl: the stub taints nodes only, not {rest[:1]}")
+        overwrite = "--overwrite" in argv or "--overwrite=true" in argv
+        with host.cluster(endpoint) as cluster:
+            try:
+                out = objects.taint_node(cluster, name, specs, overwrite) + "\n"
+                objects.reconcile(cluster, host.now())
+            except objects.ApiError as problem:
+                error = problem.message
+    elif verb == "logs":
+        selector = _option(argv, "-l", "--selector")
+        container = _option(argv, "-c", "--container")
+        tail_option = _option(argv, "--tail")
+        tail = int(tail_option) if tail_option is not None else (10 if selector else -1)  # kubectl's defaults
+        with host.cluster(endpoint) as cluster:
+            try:
+                if selector is not None:
+                    out, err = objects.launcher_logs(
+                        cluster, namespace or "default", selector, container, tail=tail, now=host.now()
+                    )
+                else:
+                    target = rest[0] if rest else ""
+                    resource, _, name = target.partition("/")
+                    if objects.BY_KIND["Job"] != objects.kind_for_resource(resource) or not name:
+                        raise objects.ApiError(f"kubectl: the stub serves logs of job/NAME and -l only, not {target!r}")
+                    out = objects.job_logs(cluster, namespace or "default", name, container, tail=tail, now=host.now())
+            except objects.ApiError as problem:
+                error = problem.message
+    else:
+        target = rest[0]
+        resource, _, first = target.partition("/")
+        kind = objects.kind_for_resource(resource)
+        if kind is None:
+            raise fail(f"kubectl: the stub does not know {resource!r} (it knows nodes and the acceptance objects)")
+        names = [first, *rest[1:]] if first else rest[1:]
+        ignore = "--ignore-not-found" in argv or "--ignore-not-found=true" in argv
+        with host.cluster(endpoint) as cluster:
+            try:
+                out = _get_or_delete(
+                    cluster, argv, now=host.now(), verb=verb, kind=kind, namespace=namespace, names=names, ignore=ignore
+                )
+            except objects.ApiError as problem:
+                error = problem.message
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    if error:
+        raise fail(error)
+    return 0
+
+
+def _get_or_delete(
+    cluster: dict[str, Any],
+    argv: list[str],
+    *,
+    now: float,
+    verb: str,
+    kind: Any,
+    namespace: str | None,
+    names: list[str],
+    ignore: bool,
+) -> str:
+    import acceptance_objects as objects
+
+    namespace = namespace or "default"
+    if verb == "delete":
+        if not names:
+            raise objects.ApiError("error: resource(s) were provided, but no name was specified")
+        lines = []
+        for name in names:
+            line = objects.delete_object(cluster, kind, namespace, name, ignore_not_found=ignore, now=now)
+            if line:
+                lines.append(line + "\n")
+        return "".join(lines)
+    if len(names) != 1:
+        raise objects.ApiError(f"kubectl: the stub gets one {kind.kind} by name, not {names}")
+    objects.reconcile(cluster, now)
+    try:
+        obj = objects.get_object(cluster, kind, namespace, names[0])
+    except objects.ApiError:
+        if ignore:
+            return ""
+        raise
+    output = _option(argv, "-o", "--output") or ""
+    if output.startswith("jsonpath="):
+        return str(objects.jsonpath(obj, output.removeprefix("jsonpath=")))
+    if output == "name":
+        return f"{kind.singular}/{names[0]}\n"
+    if output == "json":
+        return json.dumps(obj, indent=4) + "\n"
+    if output:
+        raise objects.ApiError(f"kubectl: the stub does not print -o {output}")
+    return f"NAME AGE\n{names[0]} 1m\n"
 
 
 if __name__ == "__main__":
