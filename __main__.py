@@ -11,9 +11,11 @@ from components.cluster.existing_cluster import ExistingCluster
 from components.cluster.gpu_preflight import GpuPreflight
 from components.cluster.kubeadm_cluster import KubeadmCluster
 from components.cluster.node_scripts import NodeScripts
+from components.config.acceptance import acceptance_wanted, prepull_sets
 from components.config.load import spec_from_pulumi
 from components.config.monitoring import fault_mode, monitoring_wanted
 from components.config.schema import ConfigError
+from components.platform.acceptance import Acceptance
 from components.platform.cni import Cni
 from components.platform.gpu_health import GpuHealth
 from components.platform.gpu_operator import GpuOperator
@@ -25,6 +27,8 @@ from components.platform.serving import Serving
 from components.platform.storage import Storage
 from components.platform.training import Training
 from components.platform.workloads import Workloads
+from components.render.acceptance import OUTPUT as ACCEPTANCE_OUTPUT
+from components.render.acceptance import REPORT_OUTPUT as ACCEPTANCE_REPORT_OUTPUT
 from components.render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from components.render.gpu_operator import preflight_runs
 from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
@@ -51,13 +55,14 @@ if spec.cluster.defaults.installs_cni and spec.cluster.cni != "none":
     base = [Cni(spec, provider)]
 
 # 3. Big images: peer-to-peer layers and pre-pulls, as early as the nodes are up.
-if spec.images.spegel.enabled or spec.images.prepull:
+if spec.images.spegel.enabled or prepull_sets(spec):
     images = ImageLogistics(spec, provider, depends_on=base)
     pulumi.export("prepulledImages", images.planned)
 
 # 4. The ML platform: storage, then monitoring (its CRDs, ServiceMonitor and PrometheusRule, must exist before
 #    the charts that use them; Prometheus' volume needs the StorageClass), then the rest.
 platform: list[pulumi.Resource] = []
+acceptance_after: list[pulumi.Resource] = []  # what the tests need: the GPUs exposed, the queue, the Trainer
 if spec.storage.enabled:
     platform.append(Storage(spec, provider, depends_on=base))
 if monitoring_wanted(spec):
@@ -66,6 +71,7 @@ serving = Serving(spec, provider, depends_on=base) if spec.kserve.enabled else N
 if spec.gpu_operator.enabled:
     gpu_operator = GpuOperator(spec, provider, depends_on=base, preflight=gpu_preflight)
     platform.append(gpu_operator)
+    acceptance_after += [gpu_operator.release, *([gpu_operator.dra] if spec.gpu_operator.dra else [])]
     pulumi.export("gpu", gpu_operator.report)
     if fault_mode(spec) != "off":
         # NVSentinel's webhooks take their certificates from cert-manager (installed with serving).
@@ -77,12 +83,22 @@ if spec.network.rdma.enabled:
     platform.append(NetworkOperator(spec, provider, depends_on=[*base, *gpu_layer]))
 if spec.kueue.enabled:
     platform.append(Kueue(spec, provider, depends_on=base))
+    acceptance_after.append(platform[-1])
 if spec.kubeflow.enabled:
-    platform += Training(spec, provider, depends_on=base).ready
+    training = Training(spec, provider, depends_on=base).ready
+    platform += training
+    acceptance_after += training
 
 # 5. The workloads declared in the stack, once what they need is installed.
 if spec.workloads.any_enabled:
     Workloads(spec, provider, depends_on=platform)
+
+# 6. Acceptance: the GPU nodes prove themselves once the platform is in (DCGM diagnostics, NCCL bandwidth), and
+#    the ones that fail are quarantined.
+if isinstance(cluster, KubeadmCluster) and scripts is not None and acceptance_wanted(spec):
+    acceptance = Acceptance(spec, scripts, cluster.previous, gpu_preflight, provider, depends_on=acceptance_after)
+    pulumi.export(ACCEPTANCE_OUTPUT, acceptance.summary)
+    pulumi.export(ACCEPTANCE_REPORT_OUTPUT, acceptance.report)
 
 pulumi.export("kubeconfig", cluster.kubeconfig)
 if isinstance(cluster, KubeadmCluster):

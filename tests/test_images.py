@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,15 @@ def test_planned_images_per_node() -> None:
     spec = load_spec(*stack_values("onprem"))
     planned = images.planned_images(spec)
     assert sorted(planned) == ["gpu-1", "gpu-2", "gpu-3", "gpu-4"]
-    assert planned["gpu-1"] == ["nvcr.io/nvidia/pytorch:25.01-py3", "ultralytics/ultralytics:latest"]
+    acceptance = [spec.acceptance.dcgm_image, spec.acceptance.nccl_tests_image]
+    acceptance_off = ["nvcr.io/nvidia/pytorch:25.01-py3", "ultralytics/ultralytics:latest"]
+    assert planned["gpu-1"] == [*acceptance_off, *acceptance]
+    # Acceptance off: only the stack's own sets.
+    spec = replace(spec, acceptance=replace(spec.acceptance, enabled=False))
+    assert images.planned_images(spec)["gpu-1"] == [
+        "nvcr.io/nvidia/pytorch:25.01-py3",
+        "ultralytics/ultralytics:latest",
+    ]
 
 
 # --- the node scripts, run here against a temporary root with a stubbed df ----------------------------

@@ -99,9 +99,14 @@ def test_await_grows_with_the_declared_sizes() -> None:
     assert pull_await_seconds([None]) == pull_await_seconds([20.0])
 
 
+DAEMON_SET = "kubernetes:apps/v1:DaemonSet"
+
+
 def test_plan_states_the_prepull_and_yolo_timeouts(run_stack: Any) -> None:
     run = run_stack("onprem")
-    [prepull] = [r for r in run.resources if r.type == "kubernetes:apps/v1:DaemonSet"]
+    [prepull] = [
+        r for r in run.resources if r.type == "kubernetes:apps/v1:DaemonSet" and r.name.endswith("prepull-ml-base")
+    ]
     assert prepull.options["customTimeouts"] == {"create": "2220s", "update": "2220s"}
     [yolo] = [r for r in run.resources if r.type == "kubernetes:batch/v1:Job" and r.name.endswith("yolo26-predict")]
     assert yolo.options["customTimeouts"]["create"] == "2340s"
@@ -111,7 +116,9 @@ def test_a_bigger_declared_image_waits_longer(run_stack: Any) -> None:
     values, secret = copy.deepcopy(variants()["onprem"])
     values["images"]["prepull"][0]["images"][1]["sizeGiB"] = 19.6
     run = run_stack("onprem", values=values, secret=secret)
-    [prepull] = [r for r in run.resources if r.type == "kubernetes:apps/v1:DaemonSet"]
+    [prepull] = [
+        r for r in run.resources if r.type == "kubernetes:apps/v1:DaemonSet" and r.name.endswith("prepull-ml-base")
+    ]
     assert prepull.options["customTimeouts"]["create"] == "2760s"
     [yolo] = [r for r in run.resources if r.type == "kubernetes:batch/v1:Job" and r.name.endswith("yolo26-predict")]
     assert yolo.options["customTimeouts"]["create"] == "2820s"

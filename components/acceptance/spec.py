@@ -43,7 +43,9 @@ class BandwidthFloor:
             )
 
     def matches(self, test: NcclTest, gpu_model: str, fabric: str) -> bool:
-        return self.test == test and self.gpu_model in (ANY, gpu_model) and self.fabric in (ANY, fabric)
+        """A floor for `H100` covers the nodes whose model is H100 or starts with `H100-` (H100-SXM-80GB)."""
+        model = self.gpu_model in (ANY, gpu_model) or gpu_model.startswith(self.gpu_model + "-")
+        return self.test == test and model and self.fabric in (ANY, fabric)
 
     def specificity(self) -> int:
         return (self.gpu_model != ANY) * 2 + (self.fabric != ANY)

@@ -46,6 +46,10 @@ class NodeEvidence:
     nccl_test: NcclTest = "loopback"
     fabric: str = "nvlink"
     duration_ms: int = 0
+    nccl_skipped: str | None = None
+    """Why no NCCL test ran on purpose (a one-GPU node has no peer GPU to reduce with): a note, not a failure."""
+    stuck: str | None = None
+    """The node's test did not finish in its wave's time (what timed out): a failure naming the node."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ class _Measured:
 def _measure(evidence: NodeEvidence) -> _Measured:
     reasons: list[str] = []
     notes: list[str] = []
+    if evidence.stuck is not None:
+        reasons.append(f"{evidence.node}: {evidence.stuck}")
     if evidence.diag_json is None:
         reasons.append("dcgmi diag produced no output (the diagnostic pod failed or never ran)")
     else:
@@ -131,7 +137,9 @@ def _measure(evidence: NodeEvidence) -> _Measured:
             reasons.extend(report.failures())
             notes.extend(report.warnings())
     busbw = None
-    if evidence.nccl_output is None:
+    if evidence.nccl_skipped is not None:
+        notes.append(f"no NCCL test: {evidence.nccl_skipped}")
+    elif evidence.nccl_output is None:
         reasons.append(f"all_reduce_perf ({evidence.nccl_test}) produced no output (the NCCL pod failed or never ran)")
     else:
         try:
@@ -206,6 +214,64 @@ def judge(evidence: Sequence[NodeEvidence], spec: AcceptanceSpec) -> FleetVerdic
             )
         )
     return FleetVerdict(spec.level, spec.dcgm_run_level, tuple(verdicts), tuple(groups))
+
+
+@dataclass(frozen=True)
+class MultiNodeVerdict:
+    """The all-reduce across one group of nodes: a slow or broken fabric between them. It names no single node,
+    so it quarantines none; the group's nodes are listed for a person to bisect (docs/acceptance.md)."""
+
+    group: str
+    nodes: tuple[str, ...]
+    passed: bool
+    reasons: tuple[str, ...]
+    busbw_gbps: float | None
+    floor_gbps: float | None
+    floor_source: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "nodes": list(self.nodes),
+            "result": "pass" if self.passed else "fail",
+            "reasons": list(self.reasons),
+            "busbwGBps": self.busbw_gbps,
+            "floorGBps": self.floor_gbps,
+            "floorSource": self.floor_source,
+        }
+
+
+def judge_group(  # noqa: PLR0917
+    group: str, nodes: Sequence[str], gpu_model: str, fabric: str, output: str | None, spec: AcceptanceSpec
+) -> MultiNodeVerdict:
+    """The multi-node all-reduce of `group` against the all-reduce floor for its GPU model and fabric."""
+    reasons: list[str] = []
+    busbw = None
+    floor = spec.floor_for("all-reduce", gpu_model, fabric)
+    if output is None:
+        reasons.append("the multi-node all_reduce_perf produced no output (the TrainJob failed or never ran)")
+    else:
+        try:
+            result = parse_all_reduce(output)
+        except NcclOutputError as error:
+            reasons.append(f"the multi-node all_reduce_perf output is unusable: {error}")
+        else:
+            reasons.extend(result.failures())
+            busbw = result.largest_size_busbw_gbps
+            if floor is not None and busbw < floor.gbps:
+                reasons.append(
+                    f"bus bandwidth {busbw:g} GB/s across {len(nodes)} nodes is below the {floor.gbps:g} GB/s floor"
+                    f" for {floor.describe()} ({floor.source})"
+                )
+    return MultiNodeVerdict(
+        group=group,
+        nodes=tuple(nodes),
+        passed=not reasons,
+        reasons=tuple(reasons),
+        busbw_gbps=busbw,
+        floor_gbps=floor.gbps if floor else None,
+        floor_source=floor.source if floor else None,
+    )
 
 
 def ctrf_report(verdict: FleetVerdict, start_ms: int, stop_ms: int) -> dict[str, Any]:

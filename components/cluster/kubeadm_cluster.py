@@ -76,6 +76,7 @@ class KubeadmCluster(pulumi.ComponentResource):
         # credentials' record.
         own_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         previous = pulumi.StackReference(own_stack, opts=child)
+        self.previous = previous
 
         last_control_plane_join: pulumi.Resource = control_plane.init
         joins: dict[str, NodeJoin] = {}

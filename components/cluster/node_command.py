@@ -12,6 +12,12 @@ from ..render.shell import NodeStep, remote_command
 from .connection import node_connection, ssh_user
 
 
+def _logging(step: NodeStep) -> remote.Logging:
+    if step.secret_stdout:
+        return remote.Logging.NONE
+    return remote.Logging.STDOUT_AND_STDERR if step.log_stdout else remote.Logging.STDERR
+
+
 def step_command(
     resource_name: str,
     spec: Spec,
@@ -51,7 +57,7 @@ def step_command(
         stdin=stdin,
         # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.
         add_previous_output_in_env=False,
-        logging=remote.Logging.NONE if step.secret_stdout else remote.Logging.STDOUT_AND_STDERR,
+        logging=_logging(step),
         opts=pulumi.ResourceOptions(
             parent=parent,
             depends_on=list(depends_on),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import checks, formats
+from .acceptance import AcceptanceSettings, validate_acceptance
 from .api_vip import ApiVipSpec, validate_api_vip
 from .care import CertificatesSpec, EtcdSnapshotSpec, UpgradeSpec
 from .conformance import validate_conformance
@@ -301,6 +302,11 @@ class Spec:
         default_factory=MonitoringSpec, doc="Metrics, dashboards, alerts, custom-metric HPAs, GPU fault handling."
     )
     network: NetworkSpec = setting(default_factory=NetworkSpec, doc="RDMA for multi-node training (docs/network.md).")
+    acceptance: AcceptanceSettings = setting(
+        default_factory=AcceptanceSettings,
+        doc="GPU burn-in, NCCL bandwidth and quarantine after the platform is installed (docs/acceptance.md).",
+        modes=("kubeadm",),
+    )
 
     @property
     def control_planes(self) -> tuple[NodeSpec, ...]:
@@ -431,6 +437,7 @@ class Spec:
                 " on the control planes serve one",
             )
         validate_api_vip(self, problems)
+        validate_acceptance(self, problems)
         if self.ssh.private_key is None and not self.ssh.agent:
             problems.error(
                 "ssh.privateKey",

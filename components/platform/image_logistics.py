@@ -7,6 +7,7 @@ from typing import Any
 
 import pulumi
 
+from ..config.acceptance import prepull_sets
 from ..config.spec import Spec
 from ..render import manifests
 from ..render.images import (
@@ -26,9 +27,9 @@ class ImageLogistics(PlatformLayer):
     def install(self, spec: Spec) -> Mapping[str, Any]:
         if spec.images.spegel.enabled:
             self.chart(spegel_release(spec))
-        if spec.images.prepull:
+        if prepull_sets(spec):
             namespace = self.manifest(manifests.namespace(PREPULL_NAMESPACE))
-            for image_set in spec.images.prepull:
+            for image_set in prepull_sets(spec):
                 # The rollout waits for every image of the set to be pulled: its timeout follows their sizes.
                 timeout = f"{prepull_await_seconds(image_set)}s"
                 self.manifest(

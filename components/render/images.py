@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..config.acceptance import prepull_sets
 from ..config.images import ImageSetSpec, ImagesSpec, MirrorSpec
 from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
 from . import toml_text
@@ -173,7 +174,7 @@ def planned_images(spec: Spec) -> Mapping[str, list[str]]:
     """Which node should hold which pre-pulled images (from the stack; the cluster's state is not known here)."""
     out: dict[str, list[str]] = {}
     for node in spec.nodes:
-        images = [i.image for s in spec.images.prepull if s.nodes == "all" or node.gpu is not None for i in s.images]
+        images = [i.image for s in prepull_sets(spec) if s.nodes == "all" or node.gpu is not None for i in s.images]
         if images:
             out[node.name] = images
     return out

@@ -65,6 +65,9 @@ class NodeStep:
     script: str | None
     """The full script (settings, library, body): None when nothing runs at creation (only `delete_script`)."""
     secret_stdout: bool = False
+    log_stdout: bool = True
+    """False: stdout carries data for the program (not for people), so only stderr is logged; the step prints
+    its progress there."""
     """The step prints credentials (join token, kubeconfig): its output is a secret and is not logged."""
     stdin: Secret | None = None
     """Secrets the step reads on stdin (never part of the command or the plan)."""

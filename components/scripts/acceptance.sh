@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Step (on the first control plane): GPU acceptance. Reads on stdin the cluster objects, the Job templates, the
+# node table (`<node> <gpus> <wave> <job> <record>`) and the multi-node groups (components/render/acceptance.py). A
+# node is tested when the record it was last tested with differs from the table's (the program puts the previous
+# record there unless a retest is due), so a retry tests only what is left; a group is tested when its members'
+# records changed. Each node's Job is pinned to it and must finish within WAVE_TIMEOUT seconds, or the node is
+# reported stuck by name. Prints one `mlcluster-acceptance:` line per node and group with the raw outputs (gzip +
+# base64) that the program judges; the results stay in STATE_DIR for the next run.
+set -euo pipefail
+: "${NAMESPACE:?}" "${WAVE_TIMEOUT:?}" "${POLL_SECONDS:?}" "${LEVEL:?}"
+STATE_DIR=${STATE_DIR:-/var/lib/mlcluster/acceptance}
+KUBECTL=(timeout 120 kubectl --kubeconfig /etc/kubernetes/admin.conf)
+# Progress to stderr (what the CLI shows); stdout (fd 3) carries only the results, which are data.
+exec 3>&1 1>&2
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# The sections of stdin, each into its own file.
+awk -v dir="$work" '/^=== / { file = dir "/" $2; printf "" > file; next } file != "" { print > file }'
+for section in objects.yaml job-multi-gpu.yaml job-one-gpu.yaml nodes groups; do
+  [ -f "$work/$section" ] || die "the step's input has no $section section"
+done
+mkdir -p "$STATE_DIR/nodes" "$STATE_DIR/groups"
+
+applied=$("${KUBECTL[@]}" apply -f "$work/objects.yaml") || die "could not apply the acceptance namespace, queue and runtime"
+if grep -qv ' unchanged$' <<<"$applied"; then
+  changed "acceptance objects: ${applied//$'\n'/; }"
+else
+  ok "acceptance objects unchanged"
+fi
+
+# The first line of what the last kubectl printed on stderr, as a warning about a log that could not be read.
+no_log() {
+  local what=$1 first
+  first=$(head -n 1 "$work/log-error")
+  printf 'warning: %s: no %s log: %s\n' "$what" "$2" "$first"
+}
+
+pack() { if [ -s "$1" ]; then gzip -c <"$1" | base64 -w0 && echo; else echo '-'; fi; }
+
+# `Complete` or `Failed` once the Job (or TrainJob) ended, '' while it runs or waits (a Job Kueue holds is
+# `Suspended`; a finished one also carries SuccessCriteriaMet or FailureTarget on Kubernetes >= 1.31).
+job_state() {
+  local conditions
+  conditions=$("${KUBECTL[@]}" -n "$NAMESPACE" get "$1" "$2" -o 'jsonpath={.status.conditions[?(@.status=="True")].type}')
+  case " $conditions " in
+    *" Complete "*) echo Complete ;;
+    *" Failed "*) echo Failed ;;
+    *) echo '' ;;
+  esac
+}
+
+# A node's Job, started fresh: a finished Job's template cannot change, and its pods hold the old result.
+start_node() {
+  local node=$1 gpus=$2 job=$3 template
+  template="$work/job-one-gpu.yaml"
+  [ "$gpus" -gt 1 ] && template="$work/job-multi-gpu.yaml"
+  sed -e "s/@JOB@/$job/g" -e "s/@NODE@/$node/g" -e "s/@GPUS@/$gpus/g" "$template" >"$work/$job.yaml"
+  "${KUBECTL[@]}" -n "$NAMESPACE" delete job "$job" --ignore-not-found >/dev/null ||
+    die "could not delete the previous acceptance Job of $node"
+  "${KUBECTL[@]}" apply -f "$work/$job.yaml" >/dev/null || die "could not create the acceptance Job of $node"
+  changed "$node: started $job ($gpus GPU(s), dcgmi diag at level $LEVEL)"
+}
+
+collect_node() {
+  local node=$1 gpus=$2 job=$3 record=$4 status=$5 seconds=$6 dir="$STATE_DIR/nodes/$1"
+  mkdir -p "$dir"
+  : >"$work/diag" && : >"$work/nccl"
+  "${KUBECTL[@]}" -n "$NAMESPACE" logs "job/$job" -c dcgm-diag >"$work/diag" 2>"$work/log-error" ||
+    no_log "$node" dcgm-diag
+  if [ "$gpus" -gt 1 ]; then
+    "${KUBECTL[@]}" -n "$NAMESPACE" logs "job/$job" -c nccl-loopback >"$work/nccl" 2>"$work/log-error" ||
+      no_log "$node" nccl-loopback
+  fi
+  pack "$work/diag" >"$dir/diag.b64"
+  pack "$work/nccl" >"$dir/nccl.b64"
+  printf '%s\n' "$status" >"$dir/status"
+  printf '%s\n' "$seconds" >"$dir/seconds"
+  # The record last, so a step cut short before here tests the node again.
+  printf '%s\n' "$record" >"$dir/record"
+}
+
+# ---- per-node waves -----------------------------------------------------------------------------------------
+declare -A wave_nodes=()
+while read -r node gpus wave job record; do
+  [ -n "$node" ] || continue
+  stored='' last=''
+  [ -f "$STATE_DIR/nodes/$node/record" ] && read -r stored <"$STATE_DIR/nodes/$node/record"
+  if [ "$stored" = "$record" ]; then
+    read -r last <"$STATE_DIR/nodes/$node/status"
+    ok "$node: tested with this record already ($last)"
+  else
+    wave_nodes[$wave]+="$node:$gpus:$job:$record "
+  fi
+done <"$work/nodes"
+
+for wave in $(printf '%s\n' "${!wave_nodes[@]}" | sort -n); do
+  read -r -a members <<<"${wave_nodes[$wave]}"
+  waiting "wave $wave: ${#members[@]} node(s), up to $((WAVE_TIMEOUT / 60)) min"
+  started=$SECONDS
+  declare -A running=()
+  for member in "${members[@]}"; do
+    IFS=: read -r node gpus job record <<<"$member"
+    start_node "$node" "$gpus" "$job"
+    running[$node]="$gpus:$job:$record"
+  done
+  while [ ${#running[@]} -gt 0 ]; do
+    for node in "${!running[@]}"; do
+      IFS=: read -r gpus job record <<<"${running[$node]}"
+      state=$(job_state job "$job") || die "could not read the state of $job"
+      elapsed=$((SECONDS - started))
+      if [ -n "$state" ] || [ "$elapsed" -ge "$WAVE_TIMEOUT" ]; then
+        status='done'
+        [ -n "$state" ] || status=stuck
+        collect_node "$node" "$gpus" "$job" "$record" "$status" "$elapsed"
+        if [ "$status" = stuck ]; then
+          printf 'warning: %s: its acceptance Job %s did not finish within %s s: the node is reported stuck\n' \
+            "$node" "$job" "$WAVE_TIMEOUT"
+        fi
+        changed "$node: tested ($state${state:+, }${elapsed}s)"
+        unset "running[$node]"
+      fi
+    done
+    [ ${#running[@]} -eq 0 ] || sleep "$POLL_SECONDS"
+  done
+  unset running
+done
+
+# ---- multi-node groups --------------------------------------------------------------------------------------
+while read -r group record members; do
+  [ -n "$group" ] || continue
+  dir="$STATE_DIR/groups/$group"
+  stored='' last=''
+  [ -f "$dir/record" ] && read -r stored <"$dir/record"
+  if [ "$stored" = "$record" ]; then
+    read -r last <"$dir/status"
+    ok "group $group: tested with these nodes already ($last)"
+    continue
+  fi
+  mkdir -p "$dir"
+  job="all-reduce-$group"
+  "${KUBECTL[@]}" -n "$NAMESPACE" delete trainjob "$job" --ignore-not-found >/dev/null ||
+    die "could not delete the previous TrainJob $job"
+  "${KUBECTL[@]}" apply -f "$work/group-$group.yaml" >/dev/null || die "could not create the TrainJob $job"
+  changed "group $group: started $job across ${members//,/ }"
+  started=$SECONDS
+  while :; do
+    state=$(job_state trainjob "$job") || die "could not read the state of $job"
+    [ -z "$state" ] && [ $((SECONDS - started)) -lt "$WAVE_TIMEOUT" ] || break
+    sleep "$POLL_SECONDS"
+  done
+  status='done'
+  [ -n "$state" ] || status=stuck
+  : >"$work/launcher"
+  "${KUBECTL[@]}" -n "$NAMESPACE" logs \
+    -l "trainer.kubeflow.org/trainjob-name=$job,jobset.sigs.k8s.io/replicatedjob-name=launcher" \
+    -c node --tail=-1 >"$work/launcher" 2>"$work/log-error" ||
+    no_log "group $group" launcher
+  pack "$work/launcher" >"$dir/out.b64"
+  printf '%s\n' "$status" >"$dir/status"
+  printf '%s\n' "$record" >"$dir/record"
+  changed "group $group: tested (${state:-timed out after ${WAVE_TIMEOUT}s})"
+done <"$work/groups"
+
+# ---- the results of every node and group in the table -------------------------------------------------------
+while read -r node _ _ _ _; do
+  [ -n "$node" ] || continue
+  dir="$STATE_DIR/nodes/$node"
+  if ! { read -r record <"$dir/record" && read -r status <"$dir/status" && read -r seconds <"$dir/seconds" &&
+    read -r diag <"$dir/diag.b64" && read -r nccl <"$dir/nccl.b64"; }; then
+    die "$node: its stored result is incomplete"
+  fi
+  printf 'mlcluster-acceptance: node %s %s %s %s %s %s\n' >&3 "$node" "$record" "$status" "$seconds" "$diag" "$nccl"
+done <"$work/nodes"
+while read -r group _ _; do
+  [ -n "$group" ] || continue
+  dir="$STATE_DIR/groups/$group"
+  if ! { read -r status <"$dir/status" && read -r out <"$dir/out.b64"; }; then
+    die "group $group: its stored result is incomplete"
+  fi
+  printf 'mlcluster-acceptance: group %s %s %s\n' >&3 "$group" "$status" "$out"
+done <"$work/groups"
