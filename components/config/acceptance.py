@@ -113,6 +113,12 @@ class AcceptanceSettings:
         " passed keep their result.",
         check=lambda v: None if len(v) <= 63 and checks.labels({"k": v}) is None else "is not a short word",
     )
+    wave_timeout_minutes: int | None = setting(
+        None,
+        doc="How long a wave's tests may take before the nodes still running are reported stuck (default: twice the"
+        " level's expected time with a cold image pull: 18, 20 or 46 min). Raise it for a slow image mirror.",
+        check=checks.between(1, 24 * 60),
+    )
     namespace: str = setting("mlcluster-acceptance", doc="Namespace of the test Jobs.", check=checks.k8s_name)
     dcgm_image: str = setting(DEFAULT_DCGM_IMAGE, doc="Image with dcgmi and nv-hostengine.", check=image_reference)
     nccl_tests_image: str = setting(

@@ -483,6 +483,9 @@ def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Map
 
 
 def wave_timeout_seconds(spec: Spec) -> int:
+    """The stack's `acceptance.waveTimeoutMinutes`, else the wave plan's timeout for the level."""
+    if spec.acceptance.wave_timeout_minutes is not None:
+        return spec.acceptance.wave_timeout_minutes * 60
     return plan_waves(["one"], spec.acceptance.acceptance_spec()).wave_timeout_seconds
 
 

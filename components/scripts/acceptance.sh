@@ -13,7 +13,10 @@ KUBECTL=(timeout 120 kubectl --kubeconfig /etc/kubernetes/admin.conf)
 # Progress to stderr (what the CLI shows); stdout (fd 3) carries only the results, which are data.
 exec 3>&1 1>&2
 
-work=$(mktemp -d)
+# A fixed place (one acceptance step runs at a time per cluster): the calls it logs read the same on every run.
+work="$STATE_DIR/run"
+rm -rf "$work"
+mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 # The sections of stdin, each into its own file.
 awk -v dir="$work" '/^=== / { file = dir "/" $2; printf "" > file; next } file != "" { print > file }'
@@ -29,25 +32,47 @@ else
   ok "acceptance objects unchanged"
 fi
 
-# The first line of what the last kubectl printed on stderr, as a warning about a log that could not be read.
+# A log that could not be read. After a Job that completed it is a failed read (the API or the node's kubelet):
+# stop, so that a retry tests the node again instead of recording a healthy node as one that printed nothing.
+# After a Job that failed or hung, its pod may never have started: the verdict then says the output is missing.
 no_log() {
-  local what=$1 first
+  local what=$1 state=$3 first
   first=$(head -n 1 "$work/log-error")
+  [ "$state" != Complete ] || die "$what: could not read the $2 log of a finished test: $first"
   printf 'warning: %s: no %s log: %s\n' "$what" "$2" "$first"
 }
 
 pack() { if [ -s "$1" ]; then gzip -c <"$1" | base64 -w0 && echo; else echo '-'; fi; }
 
-# `Complete` or `Failed` once the Job (or TrainJob) ended, '' while it runs or waits (a Job Kueue holds is
+# `Complete`, `Failed` or `DeadlineExceeded` once the Job (or TrainJob) ended, '' while it runs or waits (a Job Kueue holds is
 # `Suspended`; a finished one also carries SuccessCriteriaMet or FailureTarget on Kubernetes >= 1.31).
 job_state() {
-  local conditions
-  conditions=$("${KUBECTL[@]}" -n "$NAMESPACE" get "$1" "$2" -o 'jsonpath={.status.conditions[?(@.status=="True")].type}')
+  local conditions reason
+  conditions=$("${KUBECTL[@]}" -n "$NAMESPACE" get "$1" "$2" -o 'jsonpath={.status.conditions[?(@.status=="True")].type}') ||
+    return 1
   case " $conditions " in
     *" Complete "*) echo Complete ;;
-    *" Failed "*) echo Failed ;;
+    *" Failed "*)
+      # Past its deadline (the wave timeout) the Job is failed by the controller: the node's test hung.
+      reason=$("${KUBECTL[@]}" -n "$NAMESPACE" get "$1" "$2" -o 'jsonpath={.status.conditions[?(@.type=="Failed")].reason}') ||
+        return 1
+      if [ "$reason" = DeadlineExceeded ]; then echo DeadlineExceeded; else echo Failed; fi
+      ;;
     *) echo '' ;;
   esac
+}
+
+# The state of a running test, polled: a failed read is one more poll, until the deadline, where it stops the step
+# (an API that cannot be read must not be reported as a node that hung).
+polled_state() {
+  local kind=$1 job=$2 elapsed=$3 state
+  if state=$(job_state "$kind" "$job"); then
+    printf '%s' "$state"
+  elif [ "$elapsed" -ge "$WAVE_TIMEOUT" ]; then
+    die "could not read the state of $kind $job"
+  else
+    printf 'warning: could not read the state of %s %s: polling again\n' "$kind" "$job" >&2
+  fi
 }
 
 # A node's Job, started fresh: a finished Job's template cannot change, and its pods hold the old result.
@@ -63,14 +88,14 @@ start_node() {
 }
 
 collect_node() {
-  local node=$1 gpus=$2 job=$3 record=$4 status=$5 seconds=$6 dir="$STATE_DIR/nodes/$1"
+  local node=$1 gpus=$2 job=$3 record=$4 status=$5 seconds=$6 state=$7 dir="$STATE_DIR/nodes/$1"
   mkdir -p "$dir"
   : >"$work/diag" && : >"$work/nccl"
   "${KUBECTL[@]}" -n "$NAMESPACE" logs "job/$job" -c dcgm-diag >"$work/diag" 2>"$work/log-error" ||
-    no_log "$node" dcgm-diag
+    no_log "$node" dcgm-diag "$state"
   if [ "$gpus" -gt 1 ]; then
     "${KUBECTL[@]}" -n "$NAMESPACE" logs "job/$job" -c nccl-loopback >"$work/nccl" 2>"$work/log-error" ||
-      no_log "$node" nccl-loopback
+      no_log "$node" nccl-loopback "$state"
   fi
   pack "$work/diag" >"$dir/diag.b64"
   pack "$work/nccl" >"$dir/nccl.b64"
@@ -97,7 +122,7 @@ done <"$work/nodes"
 for wave in $(printf '%s\n' "${!wave_nodes[@]}" | sort -n); do
   read -r -a members <<<"${wave_nodes[$wave]}"
   waiting "wave $wave: ${#members[@]} node(s), up to $((WAVE_TIMEOUT / 60)) min"
-  started=$SECONDS
+  started=$SECONDS reported=$SECONDS
   declare -A running=()
   for member in "${members[@]}"; do
     IFS=: read -r node gpus job record <<<"$member"
@@ -107,12 +132,12 @@ for wave in $(printf '%s\n' "${!wave_nodes[@]}" | sort -n); do
   while [ ${#running[@]} -gt 0 ]; do
     for node in "${!running[@]}"; do
       IFS=: read -r gpus job record <<<"${running[$node]}"
-      state=$(job_state job "$job") || die "could not read the state of $job"
       elapsed=$((SECONDS - started))
+      state=$(polled_state job "$job" "$elapsed")
       if [ -n "$state" ] || [ "$elapsed" -ge "$WAVE_TIMEOUT" ]; then
         status='done'
-        [ -n "$state" ] || status=stuck
-        collect_node "$node" "$gpus" "$job" "$record" "$status" "$elapsed"
+        [ -n "$state" ] && [ "$state" != DeadlineExceeded ] || status=stuck
+        collect_node "$node" "$gpus" "$job" "$record" "$status" "$elapsed" "$state"
         if [ "$status" = stuck ]; then
           printf 'warning: %s: its acceptance Job %s did not finish within %s s: the node is reported stuck\n' \
             "$node" "$job" "$WAVE_TIMEOUT"
@@ -122,6 +147,11 @@ for wave in $(printf '%s\n' "${!wave_nodes[@]}" | sort -n); do
       fi
     done
     [ ${#running[@]} -eq 0 ] || sleep "$POLL_SECONDS"
+    # A line a minute: the wave is alive (and an idle SSH connection is not cut by a NAT or bastion timeout).
+    if [ ${#running[@]} -gt 0 ] && [ $((SECONDS - reported)) -ge 60 ]; then
+      reported=$SECONDS
+      waiting "wave $wave: ${#running[@]} of ${#members[@]} node(s) still testing ($(((SECONDS - started) / 60)) min)"
+    fi
   done
   unset running
 done
@@ -145,17 +175,17 @@ while read -r group record members; do
   changed "group $group: started $job across ${members//,/ }"
   started=$SECONDS
   while :; do
-    state=$(job_state trainjob "$job") || die "could not read the state of $job"
+    state=$(polled_state trainjob "$job" $((SECONDS - started)))
     [ -z "$state" ] && [ $((SECONDS - started)) -lt "$WAVE_TIMEOUT" ] || break
     sleep "$POLL_SECONDS"
   done
   status='done'
-  [ -n "$state" ] || status=stuck
+  [ -n "$state" ] && [ "$state" != DeadlineExceeded ] || status=stuck
   : >"$work/launcher"
   "${KUBECTL[@]}" -n "$NAMESPACE" logs \
     -l "trainer.kubeflow.org/trainjob-name=$job,jobset.sigs.k8s.io/replicatedjob-name=launcher" \
     -c node --tail=-1 >"$work/launcher" 2>"$work/log-error" ||
-    no_log "group $group" launcher
+    no_log "group $group" launcher "$state"
   pack "$work/launcher" >"$dir/out.b64"
   printf '%s\n' "$status" >"$dir/status"
   printf '%s\n' "$record" >"$dir/record"

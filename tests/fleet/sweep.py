@@ -39,6 +39,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from components.config.kueue import CPU_FLAVOR, flavor_name
+
+from ..gpu_host import H200_LSPCI
 from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, HostSpec
 
@@ -64,6 +67,11 @@ TOLERATED: dict[str, str] = {
     r"crictl exec \S+ etcdctl --endpoints=https://127\.0\.0\.1:2379 \S+ \S+ \S+ endpoint health": (
         "a poll: the renewal waits for this node's etcd member with it (unhealthy while it loads its data), and one"
         " failed poll is one more poll until its deadline"
+    ),
+    r"kubectl --kubeconfig /etc/kubernetes/admin\.conf -n \S+ get (?:job|trainjob) \S+ -o "
+    r"jsonpath=\{\.status\.conditions\[\?\(@\.status==\"True\"\)\]\.type\}": (
+        "a poll: acceptance reads a running test's state with it, and one failed read is one more poll until the"
+        " wave's deadline (where a failed read stops the step)"
     ),
 }
 """Call patterns whose failure (exit 1) an `up` survives on purpose, with the reason. Such a row must still
@@ -104,6 +112,40 @@ def _certificate_renewal(
     return values
 
 
+def _acceptance(fleet: Fleet, engine: FleetEngine, values: dict[str, Any], secret: list[str]) -> dict[str, Any]:
+    """GPU nodes up with acceptance off, then the swept up turns it on: gpu-b's DCGM diagnostic fails, so the
+    reference quarantines it and a trial must end with exactly that taint."""
+    from .gpu import give_gpus  # the GPU stubs are this scenario's only
+
+    model = "H200-SXM-141GB"
+    gpu_hosts = [name for name, role in fleet.hosts.items() if name.startswith("gpu-")]
+    for name in fleet.hosts:
+        give_gpus(fleet[name], [H200_LSPCI] * 8 if name in gpu_hosts else [], None)
+    nodes = [
+        {**node, "gpu": {"count": 8, "model": model}} if node["name"] in gpu_hosts else node for node in values["nodes"]
+    ]
+    platform = {
+        "nodes": nodes,
+        "gpuOperator": {"enabled": True},
+        "kueue": {"enabled": True},
+        "kubeflow": {"enabled": True},
+    }
+    engine.up({**values, **platform, "acceptance": {"enabled": False}}, secret).raise_error()
+    with fleet.cluster_lock() as cluster:
+        objects = cluster.setdefault("objects", {})
+        for flavor in (CPU_FLAVOR, flavor_name(model)):
+            objects[f"ResourceFlavor//{flavor}"] = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": flavor},
+                "spec": {},
+            }
+        fixture = cluster.setdefault("acceptance", {}).setdefault("nodes", {})
+        for name in gpu_hosts:
+            fixture[name] = {"gpus": 8, "model": model, "diag": "fail" if name == "gpu-b" else "pass", "busbw": 360.0}
+    return {**values, **platform}
+
+
 SCENARIOS = {
     scenario.name: scenario
     for scenario in (
@@ -134,6 +176,15 @@ SCENARIOS = {
             calls=r"(?:apt-get|dnf) install .*keepalived.*|systemctl .*(?:keepalived|haproxy).*",
             interrupted=True,
             cluster={"apiVip": {"address": "{subnet}.200/24"}},
+        ),
+        Scenario(
+            "acceptance",
+            "1 control plane + 2 GPU nodes, acceptance turned on: its Jobs, TrainJob, logs and the quarantine taint",
+            (HostSpec("cp-1"), HostSpec("gpu-a"), HostSpec("gpu-b", os="rocky-9")),
+            {"cp-1": "control-plane", "gpu-a": "worker", "gpu-b": "worker"},
+            _acceptance,
+            calls=r"kubectl .*",
+            interrupted=True,
         ),
         Scenario(
             "upgrade",

@@ -166,3 +166,32 @@ def test_acceptance_tests_what_changed_and_quarantines_exactly_the_failing_nodes
     [cluster] = hosts.clusters()
     assert nodes_tested_since(before, cluster) == list(GPU_NODES)
     assert {run["dcgmLevel"] for run in runs(cluster)[len(before) :] if run["kind"] == "Job"} == {3}
+
+
+def test_a_node_whose_test_hangs_is_reported_stuck_by_name_and_quarantined(fleet, fleet_engine: FleetEngine):
+    hosts = fleet(HostSpec("cp-1"), HostSpec("gpu-a"), HostSpec("gpu-b"))
+    for name in ("cp-1", "gpu-a", "gpu-b"):
+        give_gpus(hosts[name], [H200_LSPCI] * 8 if name != "cp-1" else [], None)
+    gpu = {"count": 8, "model": MODEL}
+    nodes = [hosts["cp-1"].node("control-plane"), hosts["gpu-a"].node(gpu=gpu), hosts["gpu-b"].node(gpu=gpu)]
+    platform = {"gpuOperator": {"enabled": True}}
+    values, secret = hosts.stack_values(nodes, **platform, acceptance={"enabled": False})
+    fleet_engine.up(values, secret).raise_error()
+    with hosts.cluster_lock() as cluster:
+        health(cluster, **{"gpu-a": {}, "gpu-b": {"hang": True}})
+    values, secret = hosts.stack_values(nodes, **platform, acceptance={"waveTimeoutMinutes": 1})
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    step = run.step(STEP)
+    # Two waves of one node (10 % of 2 nodes rounds down, never below one): gpu-b's holds its wave for the
+    # timeout, then its Job's deadline fails it.
+    assert 60 <= step.ended - step.started < 120
+    assert "warning: gpu-b: its acceptance Job acceptance-gpu-b did not finish within 60 s" in step.stderr
+    summary = run.program.outputs["acceptance"].value
+    assert summary["nodes"]["gpu-a"]["result"] == "pass"
+    assert (
+        summary["nodes"]["gpu-b"]["reasons"][0] == "gpu-b: its test did not finish within the wave's 1 min (timed out)"
+    )
+    [cluster] = hosts.clusters()
+    assert quarantined(cluster) == ["gpu-b"]
+    MEASUREMENTS["acceptance: a stuck node with waveTimeoutMinutes 1 (s)"] = round(step.ended - step.started, 2)
