@@ -105,18 +105,20 @@ collect_node() {
   printf '%s\n' "$record" >"$dir/record"
 }
 
+# Whether the result stored in directory $1 was reached with record $2 (then it says so, as $3, and stands).
+tested_already() {
+  local stored='' last=''
+  [ -f "$1/record" ] && read -r stored <"$1/record"
+  [ "$stored" = "$2" ] || return 1
+  read -r last <"$1/status"
+  ok "$3: tested with this record already ($last)"
+}
+
 # ---- per-node waves -----------------------------------------------------------------------------------------
 declare -A wave_nodes=()
 while read -r node gpus wave job record; do
   [ -n "$node" ] || continue
-  stored='' last=''
-  [ -f "$STATE_DIR/nodes/$node/record" ] && read -r stored <"$STATE_DIR/nodes/$node/record"
-  if [ "$stored" = "$record" ]; then
-    read -r last <"$STATE_DIR/nodes/$node/status"
-    ok "$node: tested with this record already ($last)"
-  else
-    wave_nodes[$wave]+="$node:$gpus:$job:$record "
-  fi
+  tested_already "$STATE_DIR/nodes/$node" "$record" "$node" || wave_nodes[$wave]+="$node:$gpus:$job:$record "
 done <"$work/nodes"
 
 for wave in $(printf '%s\n' "${!wave_nodes[@]}" | sort -n); do
@@ -160,13 +162,7 @@ done
 while read -r group record members; do
   [ -n "$group" ] || continue
   dir="$STATE_DIR/groups/$group"
-  stored='' last=''
-  [ -f "$dir/record" ] && read -r stored <"$dir/record"
-  if [ "$stored" = "$record" ]; then
-    read -r last <"$dir/status"
-    ok "group $group: tested with these nodes already ($last)"
-    continue
-  fi
+  tested_already "$dir" "$record" "group $group" && continue
   mkdir -p "$dir"
   job="all-reduce-$group"
   "${KUBECTL[@]}" -n "$NAMESPACE" delete trainjob "$job" --ignore-not-found >/dev/null ||

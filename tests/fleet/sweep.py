@@ -39,8 +39,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from components.config.kueue import CPU_FLAVOR, flavor_name
-
 from ..gpu_host import H200_LSPCI
 from .engine import FleetEngine, FleetRun
 from .hosts import Fleet, HostSpec
@@ -115,7 +113,7 @@ def _certificate_renewal(
 def _acceptance(fleet: Fleet, engine: FleetEngine, values: dict[str, Any], secret: list[str]) -> dict[str, Any]:
     """GPU nodes up with acceptance off, then the swept up turns it on: gpu-b's DCGM diagnostic fails, so the
     reference quarantines it and a trial must end with exactly that taint."""
-    from .gpu import give_gpus  # the GPU stubs are this scenario's only
+    from .gpu import acceptance_health, give_gpus, kueue_flavors  # the GPU stubs are this scenario's only
 
     model = "H200-SXM-141GB"
     gpu_hosts = [name for name, role in fleet.hosts.items() if name.startswith("gpu-")]
@@ -132,17 +130,9 @@ def _acceptance(fleet: Fleet, engine: FleetEngine, values: dict[str, Any], secre
     }
     engine.up({**values, **platform, "acceptance": {"enabled": False}}, secret).raise_error()
     with fleet.cluster_lock() as cluster:
-        objects = cluster.setdefault("objects", {})
-        for flavor in (CPU_FLAVOR, flavor_name(model)):
-            objects[f"ResourceFlavor//{flavor}"] = {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ResourceFlavor",
-                "metadata": {"name": flavor},
-                "spec": {},
-            }
-        fixture = cluster.setdefault("acceptance", {}).setdefault("nodes", {})
-        for name in gpu_hosts:
-            fixture[name] = {"gpus": 8, "model": model, "diag": "fail" if name == "gpu-b" else "pass", "busbw": 360.0}
+        kueue_flavors(cluster, model)
+        diag = {name: {"diag": "fail" if name == "gpu-b" else "pass"} for name in gpu_hosts}
+        acceptance_health(cluster, model, **diag)
     return {**values, **platform}
 
 

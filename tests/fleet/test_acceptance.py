@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from components.acceptance.verdict import QUARANTINE_TAINT
-from components.config.kueue import CPU_FLAVOR, flavor_name
 
 from ..gpu_host import H200_LSPCI
 from .engine import FleetEngine, FleetRun
-from .gpu import give_gpus
+from .gpu import acceptance_health, give_gpus, kueue_flavors
 from .hosts import HostSpec
 from .measure import MEASUREMENTS
 
@@ -27,22 +26,7 @@ QUARANTINE = "cp-1-acceptance-quarantine"
 
 
 def health(cluster: dict[str, Any], **nodes: dict[str, Any]) -> None:
-    """What each GPU node would show a test: its GPUs, diag result and NCCL bus bandwidth."""
-    fixture = cluster.setdefault("acceptance", {}).setdefault("nodes", {})
-    for name, state in nodes.items():
-        fixture[name] = {"gpus": 8, "model": MODEL, "diag": "pass", "busbw": 360.0, **fixture.get(name, {}), **state}
-
-
-def kueue_flavors(cluster: dict[str, Any]) -> None:
-    """The ResourceFlavors the Kueue layer creates through the Kubernetes provider (which the fleet only records)."""
-    objects = cluster.setdefault("objects", {})
-    for name in (CPU_FLAVOR, flavor_name(MODEL)):
-        objects[f"ResourceFlavor//{name}"] = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": name},
-            "spec": {},
-        }
+    acceptance_health(cluster, MODEL, **nodes)
 
 
 def runs(cluster: dict[str, Any]) -> list[dict[str, Any]]:
@@ -87,7 +71,7 @@ def test_acceptance_tests_what_changed_and_quarantines_exactly_the_failing_nodes
     first = up(enabled=False)
     assert not ran(first, STEP)
     with hosts.cluster_lock() as cluster:
-        kueue_flavors(cluster)
+        kueue_flavors(cluster, MODEL)
         health(
             cluster, **{"gpu-a": {}, "gpu-b": {"busbw": 358.0}, "gpu-c": {"busbw": 200.0}, "gpu-d": {"diag": "fail"}}
         )
