@@ -10,7 +10,8 @@ It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in 
   `update` is unset) in place; a change of `triggers` or of a `replaceOnChanges` path replaces it: the new
   one is created, and the old one's `delete` runs at the end of the run (before the create with
   `deleteBeforeReplace`). Deletes run with the *recorded* inputs, stdin included, dependents first;
-  a resource recorded with `retainOnDelete` leaves the state without its delete running. Options (such
+  a resource recorded with `retainOnDelete` leaves the state without its delete running; one recorded with
+  `protect` stops the run when its delete is reached (after its dependents' deletes ran). Options (such
   as retainOnDelete) of an unchanged resource are recorded without running it.
 - A create that fails is not recorded (the next run creates it again); an update that fails keeps the
   old record. The first failure stops the engine from starting new steps; steps already running finish
@@ -813,6 +814,14 @@ class FleetEngine:
         return [a for a in record.options.get("aliases") or [] if isinstance(a, str)]
 
     def _delete(self, stored: Stored, deployment: _Deployment) -> None:
+        if stored.record.options.get("protect"):
+            # The engine checks the recorded flag when it reaches this delete: the deletes of its dependents,
+            # ordered before it, have run (pkg/resource/deploy/step.go, DeleteStep).
+            raise RemoteCommandError(
+                f"error: resource {stored.record.urn} cannot be deleted\nbecause it is protected. To unprotect the"
+                " resource, either remove the `protect` flag from the resource in your Pulumi program and run"
+                f" `pulumi up`, or use the command:\n`pulumi state unprotect '{stored.record.urn}'`"
+            )
         if stored.record.options.get("retainOnDelete"):
             return  # retainOnDelete: the resource leaves the state, its delete never runs
         delete = stored.inputs.get("delete") if stored.record.type == COMMAND else None

@@ -52,6 +52,7 @@ for c in toy["commands"]:
             replace_on_changes=c.get("replaceOn", []),
             delete_before_replace=c.get("deleteBeforeReplace", False),
             retain_on_delete=c.get("retainOnDelete", False),
+            protect=c.get("protect", False),
             parent=parent,
             aliases=aliases,
         ),
@@ -237,6 +238,20 @@ def test_retain_on_delete_set_on_an_unchanged_resource_is_recorded_and_skips_its
     up([step]).raise_error()
     up([]).raise_error()
     assert recorder.commands()[-1] == "remove a"
+
+
+def test_a_protected_resource_stops_the_run_at_its_delete_after_its_dependents_were_deleted(toy) -> None:
+    _, recorder, up = toy()
+    program = [
+        {"name": "base", "create": "make base", "delete": "remove base", "protect": True},
+        {"name": "top", "create": "make top", "delete": "remove top", "after": ["base"]},
+    ]
+    up(program).raise_error()
+    run = up([])
+    # As the real engine: the dependent's delete ran, then the protected one refused.
+    assert recorder.commands()[2:] == ["remove top"]
+    assert run.error is not None and "cannot be deleted\nbecause it is protected" in str(run.error)
+    assert "pulumi state unprotect" in str(run.error)
 
 
 def test_a_failed_create_is_not_recorded_and_the_first_failure_stops_new_steps(toy) -> None:
