@@ -17,8 +17,15 @@ class FirstControlPlane(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
 
     def __init__(
-        self, spec: Spec, node: NodeSpec, prepared: pulumi.Resource, opts: pulumi.ResourceOptions | None = None
+        self,
+        spec: Spec,
+        node: NodeSpec,
+        prepared: pulumi.Resource,
+        checked: pulumi.Output[object],
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`checked`: resolves once the stack's control planes are known to follow the last deployment's (it fails
+        the program otherwise); the init step is decided only then."""
         super().__init__("mlcluster:control_plane:FirstControlPlane", node.name, None, opts)
         self.spec, self.node = spec, node
         # Protected: deleting this resource would mean a destroyed cluster; `pulumi destroy` must refuse.
@@ -30,6 +37,7 @@ class FirstControlPlane(pulumi.ComponentResource):
             parent=self,
             depends_on=[prepared],
             protect=True,
+            rendered=checked.apply(lambda _: init_step(spec, node)),
         )
 
     def read_kubeconfig(self, after: pulumi.Resource, renewed_before: pulumi.Output[str]) -> pulumi.Output[str]:

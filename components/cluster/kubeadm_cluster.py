@@ -17,6 +17,8 @@ from pulumi_command import remote
 
 from ..config.kueue_topology import topology_labels
 from ..config.spec import NodeSpec, Spec
+from ..render.control_planes import OUTPUT as CONTROL_PLANES_OUTPUT
+from ..render.control_planes import control_plane_change_problem, recorded_names
 from ..render.gpu_operator import looks_in_preparation
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.kubeconfig import kubeconfig_reaching
@@ -71,12 +73,17 @@ class KubeadmCluster(pulumi.ComponentResource):
             # A control plane is ready for init/join once it also serves the VIP.
             prepared.update(ApiVip(spec, prepared, opts=child).steps)
         first, *other_control_planes = spec.control_planes
-        control_plane = FirstControlPlane(spec, first, prepared[first.name], opts=child)
-        # This stack's last deployment (none before the first): the certificates' dates and the join
-        # credentials' record.
+        # This stack's last deployment (none before the first): the control planes, the certificates' dates and
+        # the join credentials' record.
         own_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
         previous = pulumi.StackReference(own_stack, opts=child)
         self.previous = previous
+        # Removing, demoting or reordering the control planes is refused before the first control plane's step
+        # is decided (the engine's own `protect` would stop only after the deletes that depend on it).
+        control_planes_checked = previous.get_output(CONTROL_PLANES_OUTPUT).apply(
+            partial(_refuse_control_plane_change, spec)
+        )
+        control_plane = FirstControlPlane(spec, first, prepared[first.name], control_planes_checked, opts=child)
 
         last_control_plane_join: pulumi.Resource = control_plane.init
         joins: dict[str, NodeJoin] = {}
@@ -114,6 +121,11 @@ class KubeadmCluster(pulumi.ComponentResource):
         # before); a version the cluster cannot go to from it is refused here, at preview, naming the key.
         checked = previous.get_output(VERSION_OUTPUT).apply(partial(_refuse_version_change, spec.kubernetes_version))
         self.version_record = pulumi.Output.all(checked, *(step.id for step in care.upgraded)).apply(lambda v: v[0])
+        # Recorded once every control plane is in (a failed up keeps the previous record).
+        control_plane_steps = [control_plane.init, *(joins[n.name].join for n in other_control_planes)]
+        self.control_planes_record = pulumi.Output.all(
+            control_planes_checked, *(step.id for step in control_plane_steps)
+        ).apply(lambda values: values[0])
 
         self.kubeconfig = control_plane.kubeconfig
         api_address = spec.cluster.api_address
@@ -157,6 +169,13 @@ class KubeadmCluster(pulumi.ComponentResource):
     def _members(control_plane: FirstControlPlane, joins: dict[str, NodeJoin]) -> dict[str, pulumi.Resource]:
         """Each node's resource after which it is in the cluster."""
         return {control_plane.node.name: control_plane.init, **{n: j.join for n, j in joins.items()}}
+
+
+def _refuse_control_plane_change(spec: Spec, recorded: object) -> list[str]:
+    problem = control_plane_change_problem(recorded, spec)
+    if problem is not None:
+        raise pulumi.RunError(problem)
+    return recorded_names(spec)
 
 
 def _refuse_version_change(wanted: str, recorded: object) -> str:

@@ -532,8 +532,10 @@ def _unpack(value: str) -> str | None:
         return None
 
 
-def parse_step_output(spec: Spec, stdout: str) -> StepResult:
-    """Read the step's `mlcluster-acceptance: node|group …` lines into evidence for `judge`."""
+def parse_step_output(spec: Spec, stdout: str | None) -> StepResult:
+    """Read the step's `mlcluster-acceptance: node|group …` lines into evidence for `judge` (none: every node
+    without output, so each fails as one that printed nothing)."""
+    stdout = stdout or ""
     models = {n.name: n.gpu for n in tested_nodes(spec)}
     evidence, records, groups, group_status = [], {}, {}, {}
     for line in stdout.splitlines():

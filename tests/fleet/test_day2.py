@@ -262,3 +262,32 @@ def test_a_gone_control_plane_leaves_etcd_from_a_healthy_member_before_its_node_
     values, secret = hosts.stack_values(planes[:1], cluster=endpoint)
     fleet_engine.up(values, secret).raise_error()
     assert sorted(hosts.clusters()[0]["etcdMembers"]) == ["cp-1"]
+
+
+def test_reordered_control_planes_are_refused_before_any_step_where_protect_alone_stops_too_late(
+    fleet, fleet_engine, monkeypatch
+) -> None:
+    """cp-2 listed before cp-1: the program refuses from the last deployment's record, in a preview and in an `up`
+    without one, before any step. Without that refusal (the engine's `protect` alone), the `up` ran another
+    kubeadm init and reset cp-2's membership before it reached cp-1's protected init and stopped."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("cp-2"))
+    planes = [hosts[n].node("control-plane") for n in ("cp-1", "cp-2")]
+    endpoint = {"controlPlaneEndpoint": "k8s-api.fleet.test:6443"}
+    values, secret = hosts.stack_values(planes, cluster=endpoint)
+    first = fleet_engine.up(values, secret)
+    first.raise_error()
+    assert first.program.outputs["controlPlanes"].value == ["cp-1", "cp-2"]
+    reordered, secret = hosts.stack_values(planes[::-1], cluster=endpoint)
+
+    for run in (fleet_engine.preview(reordered, secret), fleet_engine.up(reordered, secret)):
+        assert run.error is not None and run.steps == [], [s.resource for s in run.steps]
+        assert "mlcluster:nodes: cp-2 is now the first control plane, but cp-1 ran kubeadm init" in str(run.error)
+    assert sorted(hosts.clusters()[0]["etcdMembers"]) == ["cp-1", "cp-2"]
+
+    # The old hazard, shown with the refusal taken out: protect stops the run only at cp-1's init, after the
+    # deletes that depend on it ran.
+    monkeypatch.setattr(kubeadm_cluster, "control_plane_change_problem", lambda recorded, spec: None)
+    hazard = fleet_engine.up(reordered, secret)
+    assert hazard.error is not None and "because it is protected" in str(hazard.error)
+    deleted = [s.resource for s in hazard.steps if s.action == "delete"]
+    assert "cp-2-kubeadm-join" in deleted, deleted

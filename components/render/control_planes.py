@@ -1,0 +1,54 @@
+"""The control planes as the last successful `up` left them, and what the stack may not do to them.
+
+The first control plane ran `kubeadm init`; every join and every removal runs through it, and its init is protected.
+Pulumi checks `protect` only when it reaches that delete, after the deletes that depend on it (a reordered list
+makes another node first: its join's delete, a `kubeadm reset`, would run before the engine stops). So the program
+refuses, from the previous deployment's record, before the first control plane's step can be decided: a preview,
+`pulumi up --skip-preview` and the Automation API all stop with the key to fix and no node touched.
+"""
+
+from __future__ import annotations
+
+from ..config.spec import Spec
+
+OUTPUT = "controlPlanes"
+"""The stack output with the control planes' names, first first, as of the last successful `up`."""
+
+
+def recorded_names(spec: Spec) -> list[str]:
+    return [node.name for node in spec.control_planes]
+
+
+def control_plane_change_problem(recorded: object, spec: Spec) -> str | None:
+    """Why this stack cannot follow the control planes of `recorded` (None before the first deployment), or None."""
+    if not isinstance(recorded, list) or not recorded or not all(isinstance(name, str) for name in recorded):
+        return None
+    first = recorded[0]
+    by_name = {node.name: (index, node) for index, node in enumerate(spec.nodes)}
+    guide = "docs/bootstrap.md#removing-a-node"
+    if first not in by_name:
+        return (
+            f"mlcluster:nodes: {first}, the cluster's first control plane (it ran kubeadm init; every join and removal"
+            f" runs through it), is no longer in the stack: removing it is refused; put its entry back ({guide})"
+        )
+    index, node = by_name[first]
+    if not node.is_control_plane:
+        return (
+            f"mlcluster:nodes[{index}].roles: {first} is the cluster's first control plane (it ran kubeadm init):"
+            " it cannot become a worker"
+        )
+    current_first = spec.control_planes[0].name
+    if current_first != first:
+        return (
+            f"mlcluster:nodes: {current_first} is now the first control plane, but {first} ran kubeadm init and"
+            f" was first at the last up: list {first} before every other control plane again (reordering the"
+            " control planes would run another kubeadm init and reset a member)"
+        )
+    for name in recorded[1:]:
+        if name in by_name and not by_name[name][1].is_control_plane:
+            return (
+                f"mlcluster:nodes[{by_name[name][0]}].roles: {name} was a control plane (an etcd member) at the last"
+                f" up: a role cannot change in place; remove the node in one up and add it back in the next"
+                f" ({guide})"
+            )
+    return None
