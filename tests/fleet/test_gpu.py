@@ -37,6 +37,9 @@ TOOLKIT_DROP_IN = """version = 2
             SystemdCgroup = true
 """
 DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
+NO_ACCEPTANCE = {"enabled": False}
+"""Acceptance has its own fleet tests (test_acceptance.py): here its Jobs would wait out the wave timeout for GPUs
+the stand-in API was not told about."""
 
 
 def gpu_operator_values(run: Any) -> dict[str, Any]:
@@ -64,7 +67,7 @@ def test_preflight_decides_the_driver_reports_forgotten_gpus_and_keeps_the_toolk
     give_gpus(hosts["gpu-b"], [H200_LSPCI] * 8, None)  # bare: the operator must bring the driver
     gpu = {"count": 8, "model": "H200-SXM-141GB"}
     nodes = [hosts["cp-1"].node("control-plane"), hosts["w-cpu"].node(), hosts["gpu-a"].node(gpu=gpu)]
-    values, secret = hosts.stack_values(nodes, gpuOperator={"enabled": True})
+    values, secret = hosts.stack_values(nodes, gpuOperator={"enabled": True}, acceptance=NO_ACCEPTANCE)
 
     # 1. Only a host with a working driver among the GPU nodes: the operator installs none.
     with caplog.at_level(logging.INFO):
@@ -153,7 +156,7 @@ def test_gpu_node_without_a_gpu_fails_its_preflight_by_name(fleet, fleet_engine)
     give_gpus(hosts["cp-1"], [], None)
     give_gpus(hosts["gpu-x"], [NVSWITCH_LSPCI], None)
     nodes = [hosts["cp-1"].node("control-plane"), hosts["gpu-x"].node(gpu={"count": 1, "model": "H200"})]
-    values, secret = hosts.stack_values(nodes, gpuOperator={"enabled": True})
+    values, secret = hosts.stack_values(nodes, gpuOperator={"enabled": True}, acceptance=NO_ACCEPTANCE)
     run = fleet_engine.up(values, secret)
     assert run.error is not None
     message = str(run.error)
