@@ -1,7 +1,7 @@
 """The fault sweep: every distinct call a scenario makes fails once, and a plain later `up` finishes the job.
 
-For each scenario (a 1 + 1 bootstrap, a minor upgrade of 1 + 2, a certificate renewal, and the joins of an HA
-bootstrap: 2 control planes + 1 worker) a reference run without
+For each scenario (a 1 + 1 bootstrap, a minor upgrade of 1 + 2, a certificate renewal, the joins of an HA
+bootstrap: 2 control planes + 1 worker, the API VIP, and acceptance turned on over 2 GPU nodes) a reference run without
 faults lists every distinct call the fleet's stubs record during the swept `up` (and each phase of the calls
 that work in phases: `kubeadm init`'s). Then, from the same starting point each time (`Fleet.snapshot`):
 
