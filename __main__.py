@@ -31,6 +31,7 @@ from components.render.acceptance import OUTPUT as ACCEPTANCE_OUTPUT
 from components.render.acceptance import REPORT_OUTPUT as ACCEPTANCE_REPORT_OUTPUT
 from components.render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from components.render.control_planes import OUTPUT as CONTROL_PLANES_OUTPUT
+from components.render.control_planes import WORKERS_OUTPUT
 from components.render.gpu_operator import preflight_runs
 from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from components.render.upgrade import VERSION_OUTPUT
@@ -108,4 +109,5 @@ if isinstance(cluster, KubeadmCluster):
     pulumi.export(JOIN_CREDENTIALS_OUTPUT, cluster.join_record)
     pulumi.export(VERSION_OUTPUT, cluster.version_record)
     pulumi.export(CONTROL_PLANES_OUTPUT, cluster.control_planes_record)
+    pulumi.export(WORKERS_OUTPUT, cluster.workers_record)
 pulumi.export("nodes", [node.name for node in spec.nodes])

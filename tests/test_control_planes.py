@@ -96,3 +96,39 @@ def test_the_offline_plan_refuses_a_reorder_against_the_deployed_control_planes(
     assert (
         "mlcluster:nodes: cp-2 is now the first control plane, but cp-1 ran kubeadm init" in printed.out + printed.err
     )
+
+
+def test_a_worker_made_a_control_plane_is_refused_naming_its_roles() -> None:
+    from components.render.control_planes import promoted_worker_problem, recorded_workers
+
+    spec = onprem()
+    workers = recorded_workers(spec)
+    assert workers[:2] == ["cpu-1", "cpu-2"]
+    assert promoted_worker_problem(workers, spec) is None
+
+    def promote(nodes: list[dict[str, Any]]) -> None:
+        nodes[3]["roles"] = ["control-plane"]
+
+    problem = promoted_worker_problem(workers, onprem(promote))
+    assert problem is not None and problem.startswith("mlcluster:nodes[3].roles: cpu-1 joined as a worker")
+    # Before the first deployment, or a record of another shape: nothing to compare with.
+    for recorded in (None, {}, "cpu-1", [3]):
+        assert promoted_worker_problem(recorded, onprem(promote)) is None
+    # A worker removed and added back as a control plane in a later up is a new node: allowed.
+    assert promoted_worker_problem([w for w in workers if w != "cpu-1"], onprem(promote)) is None
+
+
+def test_the_offline_plan_refuses_a_promoted_worker(tmp_path: Path, capsys: Any) -> None:
+    from components.render.control_planes import WORKERS_OUTPUT
+
+    stack = yaml.safe_load((PROJECT / "stacks" / "Pulumi.onprem.yaml").read_text())
+    workers = [n["name"] for n in stack["config"]["mlcluster:nodes"] if "control-plane" not in n["roles"]]
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({OUTPUT: RECORDED, WORKERS_OUTPUT: workers}))
+    stack["config"]["mlcluster:nodes"][3]["roles"] = ["control-plane"]
+    path = tmp_path / "Pulumi.promoted.yaml"
+    path.write_text(yaml.safe_dump(stack))
+    arguments = ["--stack-file", str(path), "--out", str(tmp_path / "out"), "--stack-outputs", str(outputs)]
+    assert plan_main(arguments) == 2
+    printed = capsys.readouterr()
+    assert "mlcluster:nodes[3].roles: cpu-1 joined as a worker at the last up" in printed.out + printed.err

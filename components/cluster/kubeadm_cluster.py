@@ -18,7 +18,13 @@ from pulumi_command import remote
 from ..config.kueue_topology import topology_labels
 from ..config.spec import NodeSpec, Spec
 from ..render.control_planes import OUTPUT as CONTROL_PLANES_OUTPUT
-from ..render.control_planes import control_plane_change_problem, recorded_names
+from ..render.control_planes import (
+    WORKERS_OUTPUT,
+    control_plane_change_problem,
+    promoted_worker_problem,
+    recorded_names,
+    recorded_workers,
+)
 from ..render.gpu_operator import looks_in_preparation
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.kubeconfig import kubeconfig_reaching
@@ -80,9 +86,9 @@ class KubeadmCluster(pulumi.ComponentResource):
         self.previous = previous
         # Removing, demoting or reordering the control planes is refused before the first control plane's step
         # is decided (the engine's own `protect` would stop only after the deletes that depend on it).
-        control_planes_checked = previous.get_output(CONTROL_PLANES_OUTPUT).apply(
-            partial(_refuse_control_plane_change, spec)
-        )
+        control_planes_checked = pulumi.Output.all(
+            previous.get_output(CONTROL_PLANES_OUTPUT), previous.get_output(WORKERS_OUTPUT)
+        ).apply(partial(_refuse_control_plane_change, spec))
         control_plane = FirstControlPlane(spec, first, prepared[first.name], control_planes_checked, opts=child)
 
         last_control_plane_join: pulumi.Resource = control_plane.init
@@ -113,6 +119,9 @@ class KubeadmCluster(pulumi.ComponentResource):
         for node in spec.workers:
             join(node)
         self.join_record = recorded_once_joined(join_window, [j.join for j in joins.values()])
+        self.workers_record = pulumi.Output.all(
+            control_planes_checked, *(joins[n.name].join for n in spec.workers if n.name in joins)
+        ).apply(lambda _: recorded_workers(spec))
 
         # Upgrades, each node's kubelet command (day-2 tuning restarts batch by batch) and etcd snapshots, once
         # every node is in the cluster.
@@ -171,8 +180,9 @@ class KubeadmCluster(pulumi.ComponentResource):
         return {control_plane.node.name: control_plane.init, **{n: j.join for n, j in joins.items()}}
 
 
-def _refuse_control_plane_change(spec: Spec, recorded: object) -> list[str]:
-    problem = control_plane_change_problem(recorded, spec)
+def _refuse_control_plane_change(spec: Spec, recorded: list[object]) -> list[str]:
+    control_planes, workers = recorded
+    problem = control_plane_change_problem(control_planes, spec) or promoted_worker_problem(workers, spec)
     if problem is not None:
         raise pulumi.RunError(problem)
     return recorded_names(spec)

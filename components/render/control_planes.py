@@ -13,16 +13,44 @@ from ..config.spec import Spec
 
 OUTPUT = "controlPlanes"
 """The stack output with the control planes' names, first first, as of the last successful `up`."""
+WORKERS_OUTPUT = "workers"
+"""The stack output with the workers' names as of the last successful `up` (every join done)."""
 
 
 def recorded_names(spec: Spec) -> list[str]:
     return [node.name for node in spec.control_planes]
 
 
+def recorded_workers(spec: Spec) -> list[str]:
+    return [node.name for node in spec.workers]
+
+
+def _names(recorded: object) -> list[str] | None:
+    if not isinstance(recorded, list) or not all(isinstance(name, str) for name in recorded):
+        return None
+    return recorded
+
+
+def promoted_worker_problem(recorded_workers: object, spec: Spec) -> str | None:
+    """A node that joined as a worker cannot become a control plane in place: its join would find it joined and
+    change nothing, so the plan's effect would be false."""
+    for name in _names(recorded_workers) or []:
+        found = [(index, node) for index, node in enumerate(spec.nodes) if node.name == name]
+        if found and found[0][1].is_control_plane:
+            return (
+                f"mlcluster:nodes[{found[0][0]}].roles: {name} joined as a worker at the last up: a role cannot change"
+                " in place (its join finds it joined and would change nothing); remove the node in one up and add it"
+                " back as a control plane in the next (docs/bootstrap.md#removing-a-node)"
+            )
+    return None
+
+
 def control_plane_change_problem(recorded: object, spec: Spec) -> str | None:
     """Why this stack cannot follow the control planes of `recorded` (None before the first deployment), or None."""
-    if not isinstance(recorded, list) or not recorded or not all(isinstance(name, str) for name in recorded):
+    names = _names(recorded)
+    if not names:
         return None
+    recorded = names
     first = recorded[0]
     by_name = {node.name: (index, node) for index, node in enumerate(spec.nodes)}
     guide = "docs/bootstrap.md#removing-a-node"

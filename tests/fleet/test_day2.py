@@ -277,6 +277,7 @@ def test_reordered_control_planes_are_refused_before_any_step_where_protect_alon
     first = fleet_engine.up(values, secret)
     first.raise_error()
     assert first.program.outputs["controlPlanes"].value == ["cp-1", "cp-2"]
+    assert first.program.outputs["workers"].value == []
     reordered, secret = hosts.stack_values(planes[::-1], cluster=endpoint)
 
     for run in (fleet_engine.preview(reordered, secret), fleet_engine.up(reordered, secret)):
