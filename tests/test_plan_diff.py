@@ -256,9 +256,10 @@ def test_compare_cli(tmp_path: Path) -> None:
     result = plan("--stack-file", str(changed), "--out", str(new), "--compare", str(old), *AT)
     assert result.returncode == 0, result.stderr
     report = result.stdout[result.stdout.index(f"changes since {old}") :]
-    assert "  gpu-2\n    ~ kubeadm-join" in report and ",team=vision" in report
-    # The re-run is stated with what it does on a joined node: nothing reaches the Node.
-    assert "re-runs: script changed; a joined node only reports 'already joined': changed labels" in report
+    # The label reaches the joined Node through the first control plane's node-metadata step, whose diff names the
+    # node and the label; gpu-2's join does not re-run (on a joined node it would only say "already joined").
+    assert "  cp-1\n    ~ node-metadata" in report and "\n        +gpu-2 label team=vision\n" in report
+    assert "kubeadm-join" not in report
     # The example's warning is listed (not new: the earlier plan has it too).
     assert "warnings (1, 0 new: +)\n    mlcluster:kueue.teams: " in report
     assert "~ gpu-operator" in report and "~ version: v26.7.0 -> v26.7.1" in report

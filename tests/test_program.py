@@ -62,7 +62,7 @@ def test_joins_take_credentials_on_stdin_never_in_the_command(run_stack) -> None
     for name in ("gpu-1-kubeadm-join", "cp-2-kubeadm-join"):
         assert run.urn_of("cp-1-join-credentials") in run.named(name).depends_on
         assert run.urn_of("cp-1-admin-kubeconfig") not in run.named(name).depends_on
-    assert join.options["ignoreChanges"] == ["stdin"]
+    assert join.options["ignoreChanges"] == ["stdin", "create"]
     script = runs(join.inputs["create"])
     assert "__MLCLUSTER_JOIN_TOKEN__" in script and "token: __MLCLUSTER_JOIN_TOKEN__" in script
     assert "IFS= read -r token" in script and "admin.conf" not in script.split("# ---- kubeadm-join-", 1)[1]

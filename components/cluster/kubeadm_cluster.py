@@ -29,6 +29,8 @@ from ..render.gpu_operator import looks_in_preparation
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.kubeconfig import kubeconfig_reaching
 from ..render.kubelet_placement import spec_warnings
+from ..render.node_metadata import STEP as NODE_METADATA_STEP
+from ..render.node_metadata import node_metadata_step
 from ..render.upgrade import VERSION_OUTPUT, version_change_problem
 from ..warnings import warn
 from .api_vip import ApiVip
@@ -37,6 +39,7 @@ from .cluster_care import ClusterCare
 from .control_plane import FirstControlPlane
 from .gpu_preflight import GpuPreflight, report_undeclared_gpus
 from .join_credentials import join_credentials, recorded_once_joined
+from .node_command import step_command
 from .node_join import NodeJoin, join_node
 from .node_prep import prepare_node
 from .node_scripts import NodeScripts
@@ -151,6 +154,16 @@ class KubeadmCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[j.join for j in joins.values()]),
         )
         self.topology_labels = self._reconcile_topology_labels(spec, self._members(control_plane, joins))
+        # Labels and taints on day 2: a join registers them once (components/render/node_metadata.py). After every
+        # join, through the provider that waits for them all: one dependency edge, not one per node.
+        self.node_metadata = step_command(
+            f"{first.name}-{NODE_METADATA_STEP}",
+            spec,
+            first,
+            node_metadata_step(spec),
+            parent=self,
+            depends_on=[control_plane.init, self.provider],
+        )
         self.register_outputs({"kubeconfig": self.kubeconfig, JOIN_CREDENTIALS_OUTPUT: self.join_record})
 
     def _reconcile_topology_labels(

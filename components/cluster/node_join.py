@@ -58,8 +58,11 @@ def join_node(
         parent=parent,
         depends_on=[prepared, credentials.command, *join_after],
         stdin=credentials.stdin(node),
-        # A credential is spent at join; a fresh token (or a renewed kubeconfig) must not re-run this join.
-        ignore_changes=["stdin"],
+        # A credential is spent at join; a fresh token (or a renewed kubeconfig) must not re-run this join. And a
+        # join happens once: on a joined node `kubeadm join` only reports it joined, so a changed join (a label, a
+        # taint) would be a re-run that does nothing; labels and taints reach a joined Node through the first
+        # control plane's node-metadata step instead.
+        ignore_changes=["stdin", "create"],
         # A host that is gone cannot run its reset; removing it only forgets the join.
         retain_on_delete=node.gone,
         aliases=[previously(join_name)],

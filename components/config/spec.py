@@ -207,8 +207,16 @@ class NodeSpec:
     )
     user: str | None = setting(None, doc="SSH user for this node (default ssh.user).", check=formats.user_name)
     port: int | None = setting(None, doc="SSH port for this node (default ssh.port).", check=checks.between(1, 65535))
-    labels: Mapping[str, str] = setting(default_factory=dict, doc="Node labels.", check=checks.labels)
-    taints: tuple[str, ...] = setting((), doc="Node taints, key=value:Effect.", check=checks.each(checks.taint))
+    labels: Mapping[str, str] = setting(
+        default_factory=dict,
+        doc="Node labels: registered at join, kept as declared on day 2 (a removed one goes; one set by others stays).",
+        check=checks.labels,
+    )
+    taints: tuple[str, ...] = setting(
+        (),
+        doc="Node taints, key=value:Effect: registered at join, kept as declared on day 2 like the labels.",
+        check=checks.each(checks.taint),
+    )
     gpu: GpuSpec | None = setting(None, doc="GPUs in this node; GPU nodes get the GPU label and taint.")
     topology: Mapping[str, str] = setting(
         default_factory=dict,

@@ -210,17 +210,20 @@ def _on_removal(resource: Mapping[str, Any]) -> str:
     return "it has no on-delete script: nothing runs"
 
 
-ONCE_ONLY = {
+RERUN_MEANS = {
     "kubeadm-init": (
         "an initialised control plane only rewrites its kubeadm config file, which kubeadm does not read again"
-        " (the kubelet settings reach nodes through kubelet-tuning; other ClusterConfiguration changes are not applied)"
+        " (the kubelet settings reach nodes through kubelet-tuning, labels and taints through node-metadata; other"
+        " ClusterConfiguration changes are not applied)"
     ),
-    "kubeadm-join": (
-        "a joined node only reports 'already joined': changed labels or taints do not reach its Node"
-        " (kubectl label / kubectl taint it until day-2 reconciliation lands)"
+    "node-metadata": (
+        "only the lines below change on the Nodes, through the API; a removed label or taint goes only where"
+        " mlcluster set it (never one someone else set)"
     ),
 }
-"""What a re-run of a once-only step does on a node where it already ran: the diff says so beside the re-run."""
+"""What a re-run of these steps' changed script does on a cluster where they already ran, beyond what their script
+lines say: the diff says it beside the re-run (a once-only step's does nothing). A join has none: its script is in
+its ignoreChanges (a joined node only reports 'already joined'), so a changed join does not re-run at all."""
 
 CLOCKED = {
     "join-credentials": (
@@ -259,8 +262,8 @@ def _step_change(
         return StepChange(node, step, "re-runs", "the scripts changed: the node's copy gets the new files (none go)")
     if changed - {"delete"}:
         why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
-        if step in ONCE_ONLY and "create" in changed:
-            why += f"; {ONCE_ONLY[step]}"
+        if step in RERUN_MEANS and "create" in changed:
+            why += f"; {RERUN_MEANS[step]}"
         parts = part_changes(old_inputs.get("create"), new_inputs.get("create"), catalogs)
         if parts:
             why += f" in {', '.join(parts)}; the whole command re-runs (each step in it checks before it acts)"

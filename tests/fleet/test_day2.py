@@ -196,7 +196,9 @@ def test_a_worker_whose_sshd_is_gone_is_removed_and_a_not_ready_one_drains_bound
     marked, secret = hosts.stack_values([nodes["cp-1"], nodes["w-1"], {**nodes["w-2"], "gone": True}])
     mark = fleet_engine.up(marked, secret)
     mark.raise_error()
-    assert mark.steps == [], "marking a node gone ran steps"
+    # Only the labels and taints step re-runs (on cp-1, through the API): the gone node is no longer its to keep.
+    assert [s.resource for s in mark.steps] == ["cp-1-node-metadata"], "marking a node gone ran node steps"
+    assert "w-2" not in (mark.step("cp-1-node-metadata").stdout or "")
     values, secret = hosts.stack_values([nodes["cp-1"], nodes["w-1"]])
     removed = fleet_engine.up(values, secret)
     removed.raise_error()
@@ -292,3 +294,70 @@ def test_reordered_control_planes_are_refused_before_any_step_where_protect_alon
     assert hazard.error is not None and "because it is protected" in str(hazard.error)
     deleted = [s.resource for s in hazard.steps if s.action == "delete"]
     assert "cp-2-kubeadm-join" in deleted, deleted
+
+
+def test_labels_and_taints_follow_the_stack_on_joined_nodes_and_what_others_set_stays(fleet, fleet_engine) -> None:
+    """A joined node's labels and taints changed in the stack reach its Node through the first control plane's
+    node-metadata step (added, changed, removed); its join does not re-run; a label and a taint someone else set
+    survive; an unchanged stack runs nothing."""
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"), HostSpec("w-2"))
+    cp = hosts["cp-1"].node("control-plane")
+    worker = hosts["w-1"].node(labels={"team": "vision", "tier": "a"}, taints=["dedicated=vision:NoSchedule"])
+    other = hosts["w-2"].node(labels={"team": "nlp"})
+    values, secret = hosts.stack_values([cp, worker, other])
+    first = fleet_engine.up(values, secret)
+    first.raise_error()
+    said = first.step("cp-1-node-metadata").stdout or ""
+    assert "changed: w-1: records the 2 label(s) and 1 taint(s) mlcluster manages" in said, said
+    node = hosts.clusters()[0]["nodes"]["w-1"]
+    assert node["labels"]["team"] == "vision" and node["annotations"]["mlcluster.io/managed-labels"] == "team,tier"
+
+    # Someone else labels and taints w-1 by hand; a run with no change in the stack runs nothing.
+    with hosts.cluster_lock() as cluster:
+        cluster["nodes"]["w-1"]["labels"]["ops/owner"] = "alice"
+        cluster["nodes"]["w-1"]["taints"].append({"key": "ops/maintenance", "effect": "NoSchedule"})
+    assert fleet_engine.up(values, secret).steps == []
+
+    changed_worker = {**worker, "labels": {"team": "nlp", "zone": "b"}, "taints": ["dedicated=nlp:NoSchedule"]}
+    values, secret = hosts.stack_values([cp, changed_worker, other])
+    preview = fleet_engine.preview(values, secret)
+    preview.raise_error()
+    assert preview.with_operation("update") == ["cp-1-node-metadata"], preview.operations
+    w1_sessions, calls = len(hosts["w-1"].sessions()), len(hosts["cp-1"].calls("kubectl"))
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    assert [s.resource for s in run.steps] == ["cp-1-node-metadata"]
+    assert len(hosts["w-1"].sessions()) == w1_sessions, "the joined node was dialled"
+    said = run.step("cp-1-node-metadata").stdout or ""
+    assert said.splitlines() == [
+        "ok: cp-1: labels and taints as declared",
+        "changed: w-1: label team=nlp (was vision)",
+        "changed: w-1: label zone=b added",
+        "changed: w-1: label tier=a removed (no longer declared)",
+        "changed: w-1: taint dedicated=nlp:NoSchedule (was dedicated=vision:NoSchedule)",
+        "ok: w-2: labels and taints as declared",
+    ], said
+    node = hosts.clusters()[0]["nodes"]["w-1"]
+    assert {k: v for k, v in node["labels"].items() if k in ("team", "zone", "tier", "ops/owner")} == {
+        "team": "nlp",
+        "zone": "b",
+        "ops/owner": "alice",
+    }
+    assert {(t["key"], t.get("value")) for t in node["taints"]} == {("dedicated", "nlp"), ("ops/maintenance", None)}
+    # The call log: one read of every node, then one label, one taint and one annotate call, all for w-1.
+    writes = [c["argv"] for c in hosts["cp-1"].calls("kubectl")[calls:] if c["argv"][2] != "get"]
+    assert [argv[2:5] for argv in writes] == [
+        ["label", "node", "w-1"],
+        ["taint", "node", "w-1"],
+        ["annotate", "node", "w-1"],
+    ]
+    MEASUREMENTS["node-metadata: kubectl calls for one changed node of 3"] = len(hosts["cp-1"].calls("kubectl")) - calls
+
+    # Every declared label and taint gone from the stack: removed from the Node, the others' stay.
+    bare = {k: v for k, v in changed_worker.items() if k not in ("labels", "taints")}
+    values, secret = hosts.stack_values([cp, bare, other])
+    fleet_engine.up(values, secret).raise_error()
+    node = hosts.clusters()[0]["nodes"]["w-1"]
+    assert "team" not in node["labels"] and "zone" not in node["labels"] and node["labels"]["ops/owner"] == "alice"
+    assert [t["key"] for t in node["taints"]] == ["ops/maintenance"]
+    assert node["annotations"]["mlcluster.io/managed-labels"] == ""

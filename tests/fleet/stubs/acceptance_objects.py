@@ -260,6 +260,10 @@ def _label_error(value: str) -> str | None:
     return None
 
 
+def label_value_valid(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
 def qualified_name_error(key: str) -> str | None:
     """A label or taint key: optional DNS subdomain prefix and '/', then a name of at most 63 characters."""
     prefix, slash, name = key.rpartition("/")
@@ -334,7 +338,7 @@ def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]])
     ]
 
 
-def _taint_text(taint: dict[str, Any]) -> str:
+def taint_text(taint: dict[str, Any]) -> str:
     value = f"={taint['value']}" if taint.get("value") else ""
     effect = f":{taint['effect']}" if taint.get("effect") else ""
     return f"{taint['key']}{value}{effect}"
@@ -387,8 +391,7 @@ def taint_node(cluster: dict[str, Any], name: str, specs: list[str], overwrite: 
     for taint in to_add:
         if any(t["key"] == taint["key"] and t["effect"] == taint["effect"] for t in to_remove):
             raise ApiError(
-                "error: can not both modify and remove the following taint(s) in the same command: "
-                + _taint_text(taint)
+                "error: can not both modify and remove the following taint(s) in the same command: " + taint_text(taint)
             )
     if name not in nodes:
         raise ApiError(f'Error from server (NotFound): nodes "{name}" not found')
@@ -415,7 +418,7 @@ def taint_node(cluster: dict[str, Any], name: str, specs: list[str], overwrite: 
         ]
         deleted = len(kept) != len(new)
         if not deleted:
-            errors.append(f'taint "{_taint_text(unwanted)}" not found')
+            errors.append(f'taint "{taint_text(unwanted)}" not found')
         new = kept
     if errors:
         raise ApiError("error: " + (errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"))
@@ -687,7 +690,7 @@ def _placement_problem(cluster: dict[str, Any], key: str, name: str, pod: dict[s
         return f"{problem} (node(s) didn't match Pod's node affinity/selector)"
     blocking = untolerated(node_taints(nodes[name]), list(pod.get("tolerations") or []))
     if blocking:
-        shown = ", ".join(_taint_text(t) for t in blocking)
+        shown = ", ".join(taint_text(t) for t in blocking)
         return f"node {name} had untolerated taint(s) {shown}"
     need = pod_requests(pod).get(GPU, Fraction(0))
     if need:

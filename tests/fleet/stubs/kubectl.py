@@ -114,6 +114,61 @@ def _jsonpath(node: dict[str, Any], path: str) -> str:
     return paths[path]
 
 
+NODES_TEMPLATE = (
+    '{{range .items}}node {{.metadata.name}}{{"\\n"}}{{range $k, $v := .metadata.labels}}label {{$k}}={{$v}}{{"\\n"}}'
+    '{{end}}{{range .spec.taints}}taint {{.key}}{{with .value}}={{.}}{{end}}:{{.effect}}{{"\\n"}}{{end}}'
+    '{{with .metadata.annotations}}{{with index . "mlcluster.io/managed-labels"}}managed-labels {{.}}{{"\\n"}}{{end}}'
+    '{{with index . "mlcluster.io/managed-taints"}}managed-taints {{.}}{{"\\n"}}{{end}}{{end}}{{end}}'
+)
+"""The one go-template the stub renders (the node-metadata step's); tests/test_node_metadata.py checks the step
+sends this text and that the real kubectl prints what node_lines does for the same Node."""
+MANAGED_ANNOTATIONS = (
+    ("mlcluster.io/managed-labels", "managed-labels"),
+    ("mlcluster.io/managed-taints", "managed-taints"),
+)
+
+
+def node_lines(name: str, node: dict[str, Any]) -> str:
+    """One Node through NODES_TEMPLATE: Go's templates range over a map in key order and skip an empty `with`."""
+    import acceptance_objects
+
+    lines = [f"node {name}"]
+    lines += [f"label {key}={value}" for key, value in sorted((node.get("labels") or {}).items())]
+    lines += [f"taint {acceptance_objects.taint_text(t)}" for t in acceptance_objects.node_taints(node)]
+    annotations = node.get("annotations") or {}
+    lines += [f"{word} {annotations[key]}" for key, word in MANAGED_ANNOTATIONS if annotations.get(key)]
+    return "".join(line + "\n" for line in lines)
+
+
+def _set_pairs(values: dict[str, str], pairs: list[str], argv: list[str], what: str) -> bool:
+    """`kubectl label|annotate NAME KEY=VALUE... KEY-...`: the API server's checks of keys and label values, kubectl's
+    --overwrite rule; returns whether anything changed (kubectl then says "labeled", else "not labeled")."""
+    import acceptance_objects
+
+    overwrite = "--overwrite" in argv or "--overwrite=true" in argv
+    if not pairs:
+        raise fail(f"error: at least one {what} update is required")
+    updated = dict(values)
+    for pair in pairs:
+        key, equals, value = (pair[:-1], "", "") if pair.endswith("-") and "=" not in pair else pair.partition("=")
+        if error := acceptance_objects.qualified_name_error(key):
+            raise fail(f"error: invalid {what} spec: {pair}, {error}")
+        if what == "label" and equals and not acceptance_objects.label_value_valid(value):
+            raise fail(f'The Node "" is invalid: metadata.labels: Invalid value: "{value}"')
+        if not equals:
+            if key not in updated:
+                print(f"{what} {key!r} not found.", file=sys.stderr)
+            updated.pop(key, None)
+        elif key in values and values[key] != value and not overwrite:
+            raise fail(f"error: '{key}' already has a value ({values[key]}), and --overwrite is false")
+        else:
+            updated[key] = value
+    changed = updated != values
+    values.clear()
+    values.update(updated)
+    return changed
+
+
 LOCAL_API = "https://127.0.0.1:6443"
 SERVING_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 """Names kubeadm's API server certificate carries whatever the node (besides its name and address): not 127.0.0.1."""
@@ -184,7 +239,8 @@ def kubectl(host: Host, argv: list[str]) -> int:
         raise fail(f"kubectl: the stub only knows nodes, not {kind!r}")
     with host.cluster(endpoint) as cluster:
         nodes: dict[str, Any] = cluster["nodes"]
-        missing = [n for n in names if n not in nodes]
+        # label and annotate name one node, then KEY=VALUE and KEY- pairs.
+        missing = [n for n in (names[:1] if verb in ("label", "annotate") else names) if n not in nodes]
         if missing and verb == "get" and "--ignore-not-found" in argv:
             names = [n for n in names if n in nodes]
             if not names:
@@ -196,6 +252,10 @@ def kubectl(host: Host, argv: list[str]) -> int:
             print("\n".join(f"node/{name}" for name in names or sorted(nodes)))
         elif verb == "get" and output.startswith("jsonpath="):
             print(_jsonpath(nodes[names[0]], output.removeprefix("jsonpath=")), end="")
+        elif verb == "get" and output.startswith("go-template="):
+            if output.removeprefix("go-template=") != NODES_TEMPLATE:
+                raise fail("kubectl: the stub knows one go-template for nodes (node-metadata.sh's), not this one")
+            print("".join(node_lines(name, nodes[name]) for name in names or sorted(nodes)), end="")
         elif verb == "get":
             if "--no-headers" not in argv:
                 print("NAME STATUS ROLES AGE VERSION")
@@ -240,14 +300,15 @@ def kubectl(host: Host, argv: list[str]) -> int:
                 print(f'node "{name}" deleted')
         elif verb == "label":
             name, pairs = names[0], names[1:]
-            for pair in pairs:
-                key, _, value = pair.partition("=")
-                if key in nodes[name]["labels"] and "--overwrite" not in argv and nodes[name]["labels"][key] != value:
-                    raise fail(
-                        f"error: '{key}' already has a value ({nodes[name]['labels'][key]}), and --overwrite is false"
-                    )
-                nodes[name]["labels"][key] = value
-            print(f"node/{name} labeled")
+            print(
+                f"node/{name} {'labeled' if _set_pairs(nodes[name]['labels'], pairs, argv, 'label') else 'not labeled'}"
+            )
+        elif verb == "annotate":
+            name, pairs = names[0], names[1:]
+            annotations = nodes[name].setdefault("annotations", {})
+            print(
+                f"node/{name} {'annotated' if _set_pairs(annotations, pairs, argv, 'annotation') else 'not annotated'}"
+            )
         else:
             raise fail(f"kubectl: the stub does not know {verb!r}")
     return 0
