@@ -290,7 +290,10 @@ def _first_control_plane_protected(args: StackValidationArgs, report: ReportViol
 GPU = "nvidia.com/gpu"
 GPU_COUNT_LABEL = "mlcluster.io/gpu-count"
 DECLARED_GPUS_ANNOTATION = "mlcluster.io/declared-gpus"
-"""kueue.inventory of a stack without nodes, on its flavor: {"nvidia.com/gpu": 32} (components/render/kueue.py)."""
+"""On each GPU flavor the program makes: its devices per resource as the stack's validation counted them (the
+nodes' GPUs × MIG slices × time-slicing replicas, or kueue.inventory), as JSON: {"nvidia.com/gpu": 32}; `unchecked`
+where validation could not count them (components/render/kueue.py). One number for both checks."""
+UNCHECKED = "unchecked"
 _NODE_LABELS = re.compile(r"name: node-labels\s*\n\s*value: ['\"]?([^\s'\"]+)")
 
 
@@ -308,7 +311,8 @@ def _kueue_objects(args: StackValidationArgs, kind: str) -> list[Any]:
 
 
 def node_inventory(args: StackValidationArgs) -> list[tuple[dict[str, str], int]]:
-    """(labels, GPUs) of each node the stack bootstraps, read from its kubeadm init/join configuration."""
+    """(labels, GPUs) of each node the stack bootstraps, read from its kubeadm init/join configuration: for a
+    flavor the program did not make (no annotation), whole GPUs by the nodes its nodeLabels select."""
     nodes = []
     for resource in args.resources:
         if resource.resource_type != COMMAND or not re.search(r"-kubeadm-(init|join)$", resource.name):
@@ -321,18 +325,23 @@ def node_inventory(args: StackValidationArgs) -> list[tuple[dict[str, str], int]
     return nodes
 
 
-def declared_inventory(flavors: Sequence[Any]) -> dict[str, int]:
-    """GPUs per flavor that the stack declared (kueue.inventory), read from the flavors' annotation."""
-    declared = {}
+def declared_inventory(flavors: Sequence[Any]) -> dict[str, dict[str, int] | None]:
+    """Devices per resource of each flavor, from its annotation; None for a flavor marked unchecked."""
+    declared: dict[str, dict[str, int] | None] = {}
     for flavor in flavors:
         metadata = _get(flavor.props, "metadata")
         text = _get(_get(metadata, "annotations"), DECLARED_GPUS_ANNOTATION)
+        name = str(_get(metadata, "name"))
+        if text == UNCHECKED:
+            declared[name] = None
+            continue
         try:
-            count = _int(json.loads(text).get(GPU)) if isinstance(text, str) else None
-        except (ValueError, AttributeError):
-            count = None
-        if count is not None:
-            declared[str(_get(metadata, "name"))] = count
+            parsed = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            counts = {str(k): _int(v) for k, v in parsed.items()}
+            declared[name] = {k: v for k, v in counts.items() if v is not None}
     return declared
 
 
@@ -345,32 +354,48 @@ def _kueue_quotas_within_inventory(args: StackValidationArgs, report: ReportViol
         _get(_get(f.props, "metadata"), "name"): dict(_get(_get(f.props, "spec"), "nodeLabels") or {})
         for f in flavor_objects
     }
+    declared = declared_inventory(flavor_objects)
     # The policy config wins over the stack's declaration: it is the operator's word on a cluster it knows.
-    configured = {**declared_inventory(flavor_objects), **(args.get_config().get("gpuInventory") or {})}
+    configured = {str(k): {GPU: int(v)} for k, v in (args.get_config().get("gpuInventory") or {}).items()}
     nodes = node_inventory(args)
-    if not nodes and not configured:
+    if not nodes and not configured and not declared:
         args.not_applicable(
             "no node inventory in this stack: declare kueue.inventory, or set the policy config gpuInventory"
             " {flavor: GPUs}"
         )
-    quota: dict[str, int] = {}
+    quota: dict[tuple[str, str], int] = {}
+    without_cohort: set[tuple[str, str]] = set()
     for queue in queues:
+        # Within a cohort the teams may lend and borrow beyond their nominal quotas: validation warns there, and
+        # refuses an over-commit only without one; so does this policy.
+        has_cohort = bool(_get(_get(queue.props, "spec"), "cohortName") or _get(_get(queue.props, "spec"), "cohort"))
         for group in _items(_get(_get(queue.props, "spec"), "resourceGroups")):
             for flavor in _items(_get(group, "flavors")):
                 for resource in _items(_get(flavor, "resources")):
                     amount = _int(_get(resource, "nominalQuota"))
-                    if _get(resource, "name") == GPU and amount is not None:
-                        name = str(_get(flavor, "name"))
-                        quota[name] = quota.get(name, 0) + amount
-    for flavor, total in sorted(quota.items()):
+                    name = _get(resource, "name")
+                    if isinstance(name, str) and name.startswith("nvidia.com/") and amount is not None:
+                        key = (str(_get(flavor, "name")), name)
+                        quota[key] = quota.get(key, 0) + amount
+                        if not has_cohort:
+                            without_cohort.add(key)
+    for (flavor, resource), total in sorted(quota.items()):
         if flavor in configured:
-            capacity = int(configured[flavor])
-        else:
+            capacity = configured[flavor].get(resource)
+        elif flavor in declared:
+            counts = declared[flavor]
+            if counts is None:
+                continue
+            capacity = counts.get(resource, 0)
+        elif resource == GPU:
             wanted = flavors.get(flavor, {})
             capacity = sum(count for labels, count in nodes if all(labels.get(k) == v for k, v in wanted.items()))
-        if total > capacity:
+        else:
+            continue
+        if capacity is not None and total > capacity and (flavor, resource) in without_cohort:
             report(
-                f"ClusterQueues give flavor {flavor} {total} {GPU} of nominal quota, but its nodes have {capacity}",
+                f"ClusterQueues give flavor {flavor} {total} {resource} of nominal quota, but its nodes have"
+                f" {capacity}",
                 None,
             )
 

@@ -119,8 +119,11 @@ def kueue_release(spec: Spec) -> ChartRelease:
 
 
 DECLARED_GPUS_ANNOTATION = "mlcluster.io/declared-gpus"
-"""On a flavor from `kueue.inventory` (mode existing, no nodes to count): its devices per resource, as JSON,
-so that the policy pack checks quotas against what the stack declared (policies see resources, not config)."""
+"""On each GPU flavor: its devices per resource as validation counted them (the nodes' GPUs × MIG slices ×
+time-slicing replicas, or `kueue.inventory` in mode existing), as JSON, so that the policy pack checks the quotas
+against the same number (policies see resources, not config); `unchecked` where validation cannot count them (a
+custom MIG layout) and checks nothing."""
+UNCHECKED = "unchecked"
 
 
 def _gpu_flavor_spec(spec: Spec, flavor: GpuFlavor) -> dict[str, Any]:
@@ -163,7 +166,9 @@ def resource_flavors(spec: Spec) -> list[Manifest]:
     flavors = [_object("ResourceFlavor", CPU_FLAVOR, spec={})]
     for flavor in sorted(gpu_flavors(spec).values(), key=lambda f: f.name):
         manifest = _object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(spec, flavor))
-        if not flavor.nodes and flavor.capacity:
+        if flavor.unchecked:
+            manifest["metadata"]["annotations"] = {DECLARED_GPUS_ANNOTATION: UNCHECKED}
+        elif flavor.capacity:
             declared = json.dumps(dict(sorted(flavor.capacity.items())), separators=(",", ":"))
             manifest["metadata"]["annotations"] = {DECLARED_GPUS_ANNOTATION: declared}
         flavors.append(manifest)
