@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from components.config.providers import cluster_defaults
 
@@ -109,6 +110,125 @@ def peak_sessions_per_host() -> str:
     return str(max(int(leading_number(v)) for v in benchmark_table_column("peak sessions per host")))
 
 
+PLAN_MOMENT = "2026-12-03T04:59:30Z"
+"""Both plans of an example are made for one moment: the join credentials' mint window follows the clock."""
+
+
+def _onprem_nodes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {node["name"]: node for node in config["mlcluster:nodes"]}
+
+
+def _placement_change(config: dict[str, Any]) -> None:
+    nodes = _onprem_nodes(config)
+    nodes["gpu-1"]["host"] = "10.20.0.131"
+    nodes["gpu-2"]["user"] = "deploy"
+
+
+def _gc_chart_label_change(config: dict[str, Any]) -> None:
+    config["mlcluster:kubelet"]["imageGCLowThresholdPercent"] = 65
+    config["mlcluster:gpuOperator"]["version"] = "v26.7.1"
+    _onprem_nodes(config)["gpu-2"]["labels"]["team"] = "vision"
+
+
+def _label_taint_change(config: dict[str, Any]) -> None:
+    gpu = _onprem_nodes(config)["gpu-2"]
+    gpu["labels"] = {"team": "vision"}
+    gpu["taints"] = ["team=vision:NoSchedule"]
+
+
+PLAN_EXAMPLES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "plan-example-placement": _placement_change,
+    "plan-example-gc-chart-label": _gc_chart_label_change,
+    "plan-example-label-taint": _label_taint_change,
+}
+"""Edits of stacks/Pulumi.onprem.yaml whose plan comparison the docs show (`make plan` then `--compare`)."""
+
+
+def _plan(stack_file: Path, out: Path, *extra: str) -> str:
+    command = [sys.executable, "-m", "components.plan", "--stack-file", str(stack_file), "--out", str(out)]
+    result = subprocess.run(
+        [*command, "--at", PLAN_MOMENT, *extra],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return result.stdout
+
+
+def _step_lines(block: list[str]) -> list[str]:
+    """A node's block as its steps and why they change, without the script lines that differ per node."""
+    return [line for line in block[1:] if line.startswith(("    ~ ", "    + ", "    - "))]
+
+
+def folded(report: str) -> str:
+    """In the nodes section, a node whose steps and reasons are those of the node shown before it is named on one
+    line instead of repeated (a GC change re-runs the same two steps on every node)."""
+    out: list[str] = []
+    lines = report.splitlines()
+    in_nodes, index = False, 0
+    shown: list[str] = []
+    same: list[str] = []
+
+    def flush() -> None:
+        if same:
+            out.append(f"  {', '.join(same)}: the same steps as {shown[0].strip()}")
+            same.clear()
+
+    while index < len(lines):
+        line = lines[index]
+        if not line.startswith(" "):
+            flush()
+            in_nodes = in_nodes if not line else line.startswith("nodes (")
+        if not (in_nodes and line.startswith("  ") and not line.startswith("   ")):
+            out.append(line)
+            index += 1
+            continue
+        end = index + 1
+        while end < len(lines) and lines[end].startswith("    "):
+            end += 1
+        block = lines[index:end]
+        if shown and _step_lines(block) == _step_lines(shown):
+            same.append(line.strip())
+        else:
+            flush()
+            shown = block
+            out.extend(block)
+        index = end
+    flush()
+    return "\n".join(out)
+
+
+@cache
+def plan_examples() -> dict[str, str]:
+    """Each example's `--compare` report as `make plan` prints it, from "changes since" to the summary."""
+    import tempfile
+
+    import yaml
+
+    reports = {}
+    with tempfile.TemporaryDirectory(prefix="mlcluster-docs-") as scratch:
+        folder = Path(scratch)
+        base = PROJECT / "stacks" / "Pulumi.onprem.yaml"
+        _plan(base, folder / "old")
+        for name, change in PLAN_EXAMPLES.items():
+            stack = yaml.safe_load(base.read_text())
+            change(stack["config"])
+            stack_file = folder / f"Pulumi.{name}.yaml"
+            stack_file.write_text(yaml.safe_dump(stack, sort_keys=False))
+            printed = _plan(stack_file, folder / name, "--compare", str(folder / "old"))
+            report = printed[printed.index("changes since ") :]
+            report = report[: report.index("\n", report.index("\nsummary: ") + 1)]
+            report = report.replace(f"changes since {folder / 'old'}:", "changes since build/onprem:")
+            reports[name] = f"\n```text\n{folded(report.rstrip())}\n```\n"
+    return reports
+
+
+def plan_example(name: str) -> Callable[[], str]:
+    return lambda: plan_examples()[name]
+
+
 FACTS: dict[str, Callable[[], str]] = {
     "suite-tests": lambda: str(len(collected_tests())),
     "fleet-tests": lambda: str(sum(1 for t in collected_tests() if t.startswith("tests/fleet/"))),
@@ -119,6 +239,7 @@ FACTS: dict[str, Callable[[], str]] = {
     "peak-sessions-per-host": peak_sessions_per_host,
     "fleet-wall-1-1": fleet_wall_seconds("1 CP + 1 worker"),
     "fleet-wall-1-16": fleet_wall_seconds("1 CP + 16 workers"),
+    **{name: plan_example(name) for name in PLAN_EXAMPLES},
 }
 
 
