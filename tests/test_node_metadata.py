@@ -4,7 +4,6 @@ annotate rules, and where the program puts the step. The step itself runs on the
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 from pathlib import Path
@@ -14,18 +13,10 @@ import pytest
 
 from components.render.node_metadata import NODE_TEMPLATE, NODES_TEMPLATE, declared_metadata, taint_text
 
-from .conftest import load_spec, stack_values
+from .test_control_planes import onprem
 from .test_kubectl_stub_acceptance import Cli, cli, stub  # noqa: F401 (fixtures)
 
 COMMAND = "command:remote:Command"
-
-
-def onprem_with(change: Any = None) -> Any:
-    values, secret = stack_values("onprem")
-    values = copy.deepcopy(values)
-    if change is not None:
-        change(values["nodes"])
-    return load_spec(values, secret)
 
 
 def facts(spec: Any, node: str) -> list[str]:
@@ -33,7 +24,7 @@ def facts(spec: Any, node: str) -> list[str]:
 
 
 def test_every_node_in_the_stack_is_declared_with_its_labels_and_taints() -> None:
-    spec = onprem_with()
+    spec = onprem()
     lines = declared_metadata(spec).splitlines()
     assert [line.split()[0] for line in lines if line.endswith(" node")] == [n.name for n in spec.nodes]
     gpu = facts(spec, "gpu-2")
@@ -52,7 +43,7 @@ def test_a_gone_node_is_left_out_and_taints_are_written_as_kubectl_prints_them()
         nodes[6]["taints"] = ["team=vision:NoSchedule", "maintenance:PreferNoSchedule"]
         nodes[7]["gone"] = True
 
-    spec = onprem_with(change)
+    spec = onprem(change)
     assert facts(spec, "gpu-3") == []
     assert {"gpu-2 taint team=vision:NoSchedule", "gpu-2 taint maintenance:PreferNoSchedule"} <= set(
         facts(spec, "gpu-2")
@@ -163,7 +154,7 @@ def test_annotate_sets_and_keeps_the_overwrite_rule(cli: Cli) -> None:  # noqa: 
 def test_the_step_runs_on_the_first_control_plane_after_every_join_and_joins_ignore_their_script(run_stack) -> None:
     run = run_stack("onprem")
     step = run.named("cp-1-node-metadata")
-    spec = onprem_with()
+    spec = onprem()
     # After every join: through the Kubernetes provider, which waits for them all (one edge, not one per node).
     provider = run.named("kubernetes")
     assert run.urn_of("cp-1-kubeadm-init") in step.depends_on and provider.urn in step.depends_on
