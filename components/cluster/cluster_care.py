@@ -18,7 +18,7 @@ from pulumi.resource import create_urn
 from pulumi_command import remote
 
 from ..config.spec import Spec
-from ..render.etcd_snapshots import timer_step
+from ..render.etcd_snapshots import RESTORE_ROLLOUT_STEP, restore_rollout_step, timer_step
 from ..render.upgrade import KUBELET_STEP, upgrade_steps
 from .node_command import step_command
 
@@ -75,4 +75,17 @@ class ClusterCare(pulumi.ComponentResource):
             previous = current
         self.upgraded: list[pulumi.CustomResource] = [c for c in previous if isinstance(c, pulumi.CustomResource)]
         """The last stage's steps: once they succeeded, every node runs kubernetesVersion."""
+        self.restore_rollout: remote.Command | None = None
+        if spec.etcd_snapshots.restored:
+            # After an etcd restore: every kubelet restarted in its batch (the kubelet commands above), then the
+            # controllers rolled from the first control plane.
+            first = spec.control_planes[0]
+            self.restore_rollout = step_command(
+                f"{first.name}-{RESTORE_ROLLOUT_STEP}",
+                spec,
+                first,
+                restore_rollout_step(spec),
+                parent=self,
+                depends_on=list(self.upgraded),
+            )
         self.register_outputs({})

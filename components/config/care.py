@@ -111,6 +111,15 @@ class UpgradeSpec:
     )
 
 
+_RESTORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", re.ASCII)
+
+
+def _restore_name(value: str) -> str | None:
+    if not _RESTORE_NAME.fullmatch(value):
+        return "is not a restore name (letters, digits, '.', '_' and '-', at most 128, starting alphanumeric)"
+    return None
+
+
 @dataclass(frozen=True)
 class EtcdSnapshotSpec:
     enabled: bool = setting(
@@ -131,6 +140,14 @@ class EtcdSnapshotSpec:
         doc="Optional second place every snapshot is copied to (an absolute path, e.g. an NFS mount on the"
         " control planes), with the same retention.",
         check=checks.node_directory,
+    )
+
+    restored: str | None = setting(
+        None,
+        doc="After restoring a snapshot by hand (docs/cluster-care.md): a name for that restore, e.g. the snapshot"
+        " file's name. A new name makes the next `up` restart every kubelet, batch by batch, then roll the"
+        " platform's controllers namespace by namespace (once per name); watchers then read the restored store.",
+        check=_restore_name,
     )
 
     def validate(self, path: str, problems: Problems) -> None:

@@ -77,3 +77,80 @@ def timer_step(spec: Spec) -> NodeStep:
         else "No etcd snapshot timer"
     )
     return rendered_step("etcd-snapshot-timer", title, settings)
+
+
+RESTORE_ROLLOUT_STEP = "restore-rollout"
+RESTORE_ROLLOUT_MARKER = "/var/lib/mlcluster/rolled-after-restore"
+RESTORE_ROLLOUT_TIMEOUT = "5m"
+CALICO_OPERATED_NAMESPACES = ("calico-system", "calico-apiserver")
+"""Where the tigera-operator runs Calico's own controllers and node agents."""
+
+
+def restore_rollout_namespaces(spec: Spec) -> list[str]:
+    """Where the cluster's controllers run, in the order the program installs them: kube-system (CoreDNS,
+    kube-proxy, metrics-server), the CNI, then each platform layer's releases. What `etcdSnapshots.restored` rolls
+    after every kubelet restarted (tests/test_etcd_restore.py checks every release the program installs is here)."""
+    from ..config.monitoring import fault_mode, monitoring_wanted
+    from .cni import cni_release
+    from .gpu_operator import DRA_NAMESPACE
+    from .images import spegel_release
+    from .inference_gateway import envoy_gateway_release
+    from .monitoring import kube_prometheus_stack_release, nvsentinel_release, prometheus_adapter_release
+    from .network import network_operator_release
+    from .serving import (
+        KNATIVE_SERVING_NAMESPACE,
+        cert_manager_release,
+        keda_release,
+        knative_operator_release,
+        kserve_releases,
+        metrics_server_release,
+    )
+    from .storage import storage_release
+    from .training import kubeflow_trainer_release
+
+    releases: list[object] = []
+    namespaces = ["kube-system"]
+    if spec.cluster.defaults.installs_cni and spec.cluster.cni != "none":
+        releases.append(cni_release(spec.cluster))
+        namespaces += [cni_release(spec.cluster).namespace, *CALICO_OPERATED_NAMESPACES]
+    if spec.images.spegel.enabled:
+        releases.append(spegel_release(spec))
+    if spec.storage.enabled:
+        releases.append(storage_release(spec))
+    if monitoring_wanted(spec):
+        releases += [kube_prometheus_stack_release(spec), prometheus_adapter_release(spec)]
+    if spec.kserve.enabled:
+        knative = knative_operator_release(spec)
+        releases += [cert_manager_release(spec), metrics_server_release(spec), knative, keda_release(spec)]
+        releases += [*kserve_releases(spec), envoy_gateway_release(spec)]
+    namespaces += [r.namespace for r in releases if r is not None]  # type: ignore[attr-defined]
+    if spec.kserve.enabled and knative_operator_release(spec) is not None:
+        namespaces.append(KNATIVE_SERVING_NAMESPACE)
+    if spec.gpu_operator.enabled:
+        namespaces.append(spec.gpu_operator.namespace)
+        if spec.gpu_operator.dra:
+            namespaces.append(DRA_NAMESPACE)
+        if fault_mode(spec) != "off":
+            namespaces.append(nvsentinel_release(spec).namespace)
+    if spec.network.rdma.enabled:
+        namespaces.append(network_operator_release(spec).namespace)
+    if spec.kueue.enabled:
+        namespaces.append(spec.kueue.namespace)
+    if spec.kubeflow.enabled:
+        namespaces.append(kubeflow_trainer_release(spec).namespace)
+    return list(dict.fromkeys(namespaces))
+
+
+def restore_rollout_step(spec: Spec) -> NodeStep:
+    restored = spec.etcd_snapshots.restored
+    assert restored, "only after a restore"
+    return rendered_step(
+        RESTORE_ROLLOUT_STEP,
+        f"Roll the controllers, namespace by namespace, after the etcd restore {restored}",
+        {
+            "RESTORED": restored,
+            "RESTORED_MARKER": RESTORE_ROLLOUT_MARKER,
+            "NAMESPACES": " ".join(restore_rollout_namespaces(spec)),
+            "ROLLOUT_TIMEOUT": RESTORE_ROLLOUT_TIMEOUT,
+        },
+    )

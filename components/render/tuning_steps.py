@@ -29,6 +29,8 @@ IMAGE_DISK_STEP = "image-disk"
 TUNING_STEP = "kubelet-tuning"
 RESTART_STEP = "kubelet-restart"
 PENDING_RESTARTS = "/var/lib/mlcluster/pending-restarts"
+RESTORED_MARKER = "/var/lib/mlcluster/kubelet-restarted-after-restore"
+"""The etcd restore (etcdSnapshots.restored) this node's kubelet last restarted for."""
 
 
 def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:
@@ -78,6 +80,10 @@ def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
         "PENDING_RESTARTS": PENDING_RESTARTS,
         "CPU_MANAGER_POLICY": node_tuning(spec, node).cpu_manager_policy,
     }
+    restored = spec.etcd_snapshots.restored
+    if restored:
+        # Only when set: a stack that never restored keeps its kubelet commands' text (no re-run on upgrade).
+        settings |= {"RESTORED": restored, "RESTORED_MARKER": RESTORED_MARKER}
     return rendered_step(
         RESTART_STEP, "Restart containerd/kubelet where tuning changed, in this node's batch", settings
     )

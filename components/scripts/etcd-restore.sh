@@ -62,8 +62,9 @@ if [ "$start" = true ]; then
   rmdir "$stopped"
   changed "static pods starting: manifests back in $manifests"
   ok "once every control plane is started: etcdctl endpoint health --cluster, then kubectl get nodes; then" \
-    "restart the kubelet on every node (systemctl restart kubelet) and roll the platform's controllers" \
-    "(kubectl rollout restart deployment,daemonset,statefulset -n <namespace>): they held state of later revisions"
+    "set mlcluster:etcdSnapshots.restored to a name for this restore (the snapshot file's name) and run" \
+    "pulumi refresh, then pulumi up: it restarts every kubelet batch by batch, then rolls the controllers" \
+    "namespace by namespace (they held state of later revisions)"
   exit 0
 fi
 # Restoring rewinds the whole cluster: the file is never guessed (the newest is not always the one meant).

@@ -361,3 +361,68 @@ def test_labels_and_taints_follow_the_stack_on_joined_nodes_and_what_others_set_
     assert "team" not in node["labels"] and "zone" not in node["labels"] and node["labels"]["ops/owner"] == "alice"
     assert [t["key"] for t in node["taints"]] == ["ops/maintenance"]
     assert node["annotations"]["mlcluster.io/managed-labels"] == ""
+
+
+def test_after_an_etcd_restore_every_kubelet_restarts_batch_by_batch_then_the_controllers_roll(
+    fleet, fleet_engine
+) -> None:
+    """etcdSnapshots.restored: the restore call log. Each node's kubelet restarts in its batch (control plane, then
+    one worker at a time), then cp-1 rolls the controllers namespace by namespace; once per name."""
+    from components.render.etcd_snapshots import restore_rollout_namespaces
+
+    from ..conftest import load_spec
+
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"), HostSpec("w-2"))
+    nodes = [hosts["cp-1"].node("control-plane"), hosts["w-1"].node(), hosts["w-2"].node()]
+    values, secret = hosts.stack_values(nodes)
+    fleet_engine.up(values, secret).raise_error()
+    namespaces = restore_rollout_namespaces(load_spec(values, secret))
+    # Controllers in the second namespace besides kubeadm's CoreDNS and kube-proxy in kube-system.
+    with hosts.cluster_lock() as cluster:
+        cluster["controllers"] = {namespaces[1]: ["deployment.apps/operator", "daemonset.apps/agent"]}
+    marks = {name: len(hosts[name].calls()) for name in ("cp-1", "w-1", "w-2")}
+
+    restored, secret = hosts.stack_values(nodes, etcdSnapshots={"restored": "etcd-scheduled-20261201T030000Z"})
+    preview = fleet_engine.preview(restored, secret)
+    preview.raise_error()
+    assert preview.with_operation("update") == ["cp-1-kubelet", "w-1-kubelet", "w-2-kubelet"], preview.operations
+    assert preview.with_operation("create") == ["cp-1-restore-rollout"]
+    run = fleet_engine.up(restored, secret)
+    run.raise_error()
+
+    def restarts(name: str) -> list[float]:
+        calls = hosts[name].calls()[marks[name] :]
+        return [c["t0"] for c in calls if c["tool"] == "systemctl" and c["argv"][:2] == ["restart", "kubelet"]]
+
+    kubelet = {name: restarts(name) for name in ("cp-1", "w-1", "w-2")}
+    assert all(len(times) == 1 for times in kubelet.values()), kubelet
+    assert kubelet["cp-1"][0] < kubelet["w-1"][0] < kubelet["w-2"][0], "not batch by batch"
+    rolled = [
+        (c["t0"], c["argv"][3], c["argv"][6:])
+        for c in hosts["cp-1"].calls()[marks["cp-1"] :]
+        if c["tool"] == "kubectl" and c["argv"][4:6] == ["rollout", "restart"]
+    ]
+    assert [(namespace, names) for _, namespace, names in rolled] == [
+        ("kube-system", ["deployment.apps/coredns", "daemonset.apps/kube-proxy"]),
+        (namespaces[1], ["deployment.apps/operator", "daemonset.apps/agent"]),
+    ]
+    assert min(t for t, _, _ in rolled) > kubelet["w-2"][0], "controllers rolled before the last kubelet restarted"
+    said = run.step("cp-1-restore-rollout").stdout or ""
+    assert f"ok: {namespaces[-1]}: no controller to roll" in said or len(namespaces) == 2
+    assert "changed: controllers rolled after the etcd restore etcd-scheduled-20261201T030000Z" in said
+    MEASUREMENTS["restore call log (s after the first kubelet restart)"] = ", ".join(
+        [f"{n} kubelet {kubelet[n][0] - kubelet['cp-1'][0]:.1f}" for n in kubelet]
+        + [f"{ns} rolled {t - kubelet['cp-1'][0]:.1f}" for t, ns, _ in rolled]
+    )
+
+    # Once per name: the same name runs nothing; a new one runs it all again.
+    assert fleet_engine.up(restored, secret).steps == []
+    again, secret = hosts.stack_values(nodes, etcdSnapshots={"restored": "second"})
+    second = fleet_engine.up(again, secret)
+    second.raise_error()
+    assert sorted(s.resource for s in second.steps) == [
+        "cp-1-kubelet",
+        "cp-1-restore-rollout",
+        "w-1-kubelet",
+        "w-2-kubelet",
+    ]

@@ -169,6 +169,58 @@ def _set_pairs(values: dict[str, str], pairs: list[str], argv: list[str], what: 
     return changed
 
 
+CONTROLLER_KINDS = "deployment,daemonset,statefulset"
+ADDON_CONTROLLERS = {"coredns": "deployment.apps/coredns", "kube-proxy": "daemonset.apps/kube-proxy"}
+"""What kubeadm's addon phase creates in kube-system (its cluster's `addons`)."""
+KIND_ORDER = ("deployment.apps", "daemonset.apps", "statefulset.apps")
+
+
+def cluster_controllers(cluster: dict[str, Any]) -> dict[str, list[str]]:
+    """Deployments, DaemonSets and StatefulSets by namespace: kubeadm's addons, and what a test put in the cluster's
+    `controllers` ({namespace: ["deployment.apps/NAME", ...]})."""
+    found = {"kube-system": [ADDON_CONTROLLERS[a] for a in cluster.get("addons") or [] if a in ADDON_CONTROLLERS]}
+    for namespace, names in (cluster.get("controllers") or {}).items():
+        found.setdefault(namespace, []).extend(names)
+    return found
+
+
+def _controllers(cluster: dict[str, Any], argv: list[str], verb: str, rest: list[str], now: float) -> int:
+    """`-n NS get deployment,daemonset,statefulset -o name`, `-n NS rollout restart KIND/NAME...` and
+    `-n NS rollout status KIND/NAME --timeout=D`, as kubectl prints them."""
+    namespace = _option(argv, "-n", "--namespace") or "default"
+    present = cluster_controllers(cluster).get(namespace, [])
+    if verb == "get":
+        if _option(argv, "-o", "--output") != "name":
+            raise fail("kubectl: the stub lists controllers with -o name only")
+        if not present:
+            print(f"No resources found in {namespace} namespace.", file=sys.stderr)
+        for name in sorted(present, key=lambda n: (KIND_ORDER.index(n.split("/")[0]), n)):
+            print(name)
+        return 0
+    action, targets = (rest[0] if rest else ""), rest[1:]
+    if action not in ("restart", "status") or not targets:
+        raise fail(f"kubectl: the stub knows rollout restart|status KIND/NAME, not {' '.join(rest)}")
+    if action == "status" and len(targets) != 1:
+        raise fail("error: rollout status is only supported on individual resources and resource collections")
+    for target in targets:
+        kind, _, name = target.partition("/")
+        full = kind if "." in kind else f"{kind}.apps"
+        if full not in KIND_ORDER or f"{full}/{name}" not in present:
+            plural = full.split(".")[0] + "s"
+            raise fail(f'Error from server (NotFound): {plural}.apps "{name}" not found')
+        if action == "restart":
+            cluster.setdefault("rolloutRestarts", []).append(
+                {"namespace": namespace, "name": f"{full}/{name}", "at": now}
+            )
+            print(f"{full}/{name} restarted")
+        else:
+            noun = {"deployment.apps": "deployment", "daemonset.apps": "daemon set", "statefulset.apps": "statefulset"}
+            if _option(argv, "--timeout") is None and not any(a.startswith("--timeout=") for a in argv):
+                raise fail("stub kubectl: rollout status without --timeout can wait for ever")
+            print(f'{noun[full]} "{name}" successfully rolled out')
+    return 0
+
+
 LOCAL_API = "https://127.0.0.1:6443"
 SERVING_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 """Names kubeadm's API server certificate carries whatever the node (besides its name and address): not 127.0.0.1."""
@@ -222,6 +274,9 @@ def kubectl(host: Host, argv: list[str]) -> int:
         with host.cluster(endpoint) as cluster:
             print(json.dumps({"major": "1", "gitVersion": f"v{cluster['version']}"}, indent=2))
         return 0
+    if (verb == "get" and rest[:1] == [CONTROLLER_KINDS]) or verb == "rollout":
+        with host.cluster(endpoint) as cluster:
+            return _controllers(cluster, argv, verb, rest, host.now())
     if verb == "get" and rest[:1] in (["pods"], ["pod"], ["po"]):
         with host.cluster(endpoint) as cluster:
             return _pods(cluster, argv)
