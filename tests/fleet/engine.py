@@ -35,6 +35,11 @@ It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in 
 - `command:remote:CopyToRemote` of a path archive: over SFTP as the connection's user, into
   `remotePath/<the directory's name>`; compared by the archive's hash (`Archive.Equals`), and an update copies
   only when the hash or the remote path changed (pulumi-command `copyController.go`).
+- Update plans: `preview(save_plan=True)` records, by URN, the operation and inputs of each resource that changes
+  (`FleetRun.saved_plan`); `up(plan=...)` holds the run to it (pkg/resource/deploy/plan.go, step_generator.go): a
+  resource the plan names must register the inputs it recorded, where a value unknown at preview accepts anything;
+  one it does not name may only stay the same. The first violation stops the run as a failed step does, in the
+  engine's words (`resource URN violates plan: properties changed: ~~create`, without the values).
 - Aliases: a resource whose URN is not in the state but one of its `aliases` is, is that recorded resource
   under a new URN (compared, updated or left alone as usual, never created or deleted for the move).
 - Every resource other than a Command echoes its inputs as outputs.
@@ -102,6 +107,11 @@ class RemoteCommandError(RuntimeError):
     """A step failed on a host (or the host could not be reached), in pulumi-command's words."""
 
 
+class PlanViolationError(RemoteCommandError):
+    """`pulumi up --plan`: the program wants what the saved plan did not record (pkg/resource/deploy/plan.go,
+    step_generator.go); the run stops there, as at a failed step."""
+
+
 class EngineStoppedError(RuntimeError):
     """A step was not started because an earlier one failed (Pulumi starts no new steps after a failure)."""
 
@@ -144,6 +154,8 @@ class FleetRun:
     preview: bool = False
     connections_held: int = 0
     """SSH connections open at the end of the run, closed as the provider exits (one per command that ran)."""
+    saved_plan: dict[str, dict[str, Any]] | None = None
+    """`preview(save_plan=True)`: by URN, the operation and inputs (unknowns kept) of each resource that changes."""
 
     def step(self, resource: str, action: str | None = None) -> StepRun:
         """The one run of `resource`'s command: by default its create or update (what ran it in this run)."""
@@ -473,6 +485,30 @@ def failure_text(
     )
 
 
+def _check_plan(plan: Mapping[str, Mapping[str, Any]], urn: str, operation: str, inputs: Mapping[str, Any]) -> None:
+    """The update-plan rule (pkg/resource/deploy/plan.go `checkGoal`/`checkDiff`, step_generator.go
+    `validateSteps`): a resource the plan does not name may only stay the same; one it names must register the
+    inputs it recorded, where a value unknown at preview accepts anything. A same in place of a planned update is
+    allowed. The error names the properties as the engine does (`~~key`), without their values."""
+    planned = plan.get(urn)
+    if planned is None:
+        if operation != "same":
+            raise PlanViolationError(
+                f"{operation} is not allowed by the plan: no steps were expected for this resource"
+            )
+        return
+    expected = planned["inputs"]
+    changed = sorted(
+        key
+        for key in set(expected) | set(inputs)
+        if not _has_unknown(expected.get(key)) and _compared(expected.get(key)) != _compared(inputs.get(key))
+    )
+    if changed:
+        raise PlanViolationError(
+            f"resource {urn} violates plan: properties changed: " + ", ".join(f"~~{key}" for key in changed)
+        )
+
+
 @dataclass
 class _Deployment:
     """One run's bookkeeping."""
@@ -484,6 +520,10 @@ class _Deployment:
     operations: dict[str, str] = field(default_factory=dict)
     replaced_providers: set[str] = field(default_factory=set)
     first_error: BaseException | None = None
+    plan: dict[str, dict[str, Any]] | None = None
+    """`up --plan`: the saved plan the run is held to."""
+    saved_plan: dict[str, dict[str, Any]] | None = None
+    """`preview --save-plan`: the plan this preview writes."""
 
 
 class FleetEngine:
@@ -647,6 +687,11 @@ class FleetEngine:
         with self._lock:
             deployment.operations[record.name] = operation
             stopped = deployment.first_error is not None and not self.continue_on_error
+        if deployment.saved_plan is not None and operation != "same":
+            with self._lock:
+                deployment.saved_plan[record.urn] = {"op": operation, "inputs": copy.deepcopy(inputs)}
+        if deployment.plan is not None:
+            _check_plan(deployment.plan, record.urn, operation, inputs)
         if old is not None and operation == "same":
             if not deployment.preview:
                 with self._lock:
@@ -719,10 +764,12 @@ class FleetEngine:
         preview: bool,
         stack: str = "fleet",
         program: Path = PROGRAM,
+        plan: dict[str, dict[str, Any]] | None = None,
+        save_plan: bool = False,
     ) -> FleetRun:
         config = as_config(values)
         monitors: list[RecordingMonitor] = []
-        deployment = _Deployment(preview=preview, stack=stack)
+        deployment = _Deployment(preview=preview, stack=stack, plan=plan, saved_plan={} if save_plan else None)
         engine = self
 
         class ExecutingMocks(pulumi_mocks.Mocks):
@@ -776,6 +823,7 @@ class FleetEngine:
         # The run fails with the first step that failed, not with whatever the SDK surfaced last.
         error = deployment.first_error or error
         run = FleetRun(program=program_run, error=error, steps=deployment.steps, wall_seconds=0.0, preview=preview)
+        run.saved_plan = deployment.saved_plan
         recorded = monitors[0].recorded if monitors else []
         # A resource that moved (its alias recorded, its new URN not yet) is not removed.
         moved = {alias for r in recorded if r.urn not in self.state for alias in self._aliases(r)}

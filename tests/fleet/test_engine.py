@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from .engine import COMMAND, DEFAULT_PARALLELISM, EngineStoppedError, FleetEngine, RemoteCommandError
+from .engine import (
+    COMMAND,
+    DEFAULT_PARALLELISM,
+    EngineStoppedError,
+    FleetEngine,
+    PlanViolationError,
+    RemoteCommandError,
+)
 
 TOY = """
 import json
@@ -126,9 +133,10 @@ def toy(tmp_path: Path):
         engine = FleetEngine(runner=recorder, **kwargs)
         engines.append(engine)
 
-        def up(commands: list[dict[str, Any]], preview: bool = False, **extra: Any) -> Any:
-            run = engine.preview if preview else engine.up
-            return run({"toy": {"commands": commands, **extra}}, [], program=program)
+        def up(commands: list[dict[str, Any]], preview: bool = False, plan: Any = None, **extra: Any) -> Any:
+            if preview:
+                return engine.preview({"toy": {"commands": commands, **extra}}, [], program=program, save_plan=True)
+            return engine.up({"toy": {"commands": commands, **extra}}, [], program=program, plan=plan)
 
         return engine, recorder, up
 
@@ -356,3 +364,29 @@ def test_a_stack_reference_to_itself_reads_the_last_successful_deployments_outpu
     # Another stack is not this engine's to answer: the engine's backend says it does not know it.
     other = up([], reference="organization/mlcluster/prod")
     assert other.error is not None and 'unknown stack "organization/mlcluster/prod"' in str(other.error)
+
+
+def test_up_with_a_saved_plan_runs_what_it_recorded_and_stops_where_the_program_wants_more(toy) -> None:
+    """`pulumi preview --save-plan` then `pulumi up --plan`: the planned inputs are constraints (an input unknown at
+    preview accepts its value), a resource the plan does not name may only stay the same, and the run stops at the
+    first resource that wants something else, with the engine's words."""
+    _, recorder, up = toy()
+    program = [{"name": "a", "create": "make a"}, {"name": "b", "create": "make b", "stdinFrom": "a"}]
+    up(program).raise_error()
+    changed = [{**program[0], "create": "make a v2"}, program[1]]
+    plan = up(changed, preview=True).saved_plan
+    assert plan is not None and sorted(r.split("::")[-1] for r in plan) == ["a", "b"]
+    # b's stdin was unknown at preview (a's new stdout): whatever it is now, the plan accepts it.
+    applied = up(changed, plan=plan)
+    applied.raise_error()
+    assert recorder.commands()[-2:] == ["make a v2", "make b"]
+
+    plan = up([{**program[0], "create": "make a v3"}, program[1]], preview=True).saved_plan
+    ran = len(recorder.calls)
+    moved = up([{**program[0], "create": "make a v4"}, program[1]], plan=plan)
+    assert isinstance(moved.error, PlanViolationError)
+    assert str(moved.error).endswith("::a violates plan: properties changed: ~~create")
+    assert len(recorder.calls) == ran, "a step ran against the plan"
+    extra = up([{**program[0], "create": "make a v3"}, program[1], {"name": "c", "create": "make c"}], plan=plan)
+    assert isinstance(extra.error, PlanViolationError)
+    assert "create is not allowed by the plan: no steps were expected for this resource" in str(extra.error)
