@@ -357,6 +357,12 @@ def test_preview_workflow_template() -> None:
     assert "python -m components.plan --stack" in scripts and "--compare" in scripts
     assert "gh pr comment" in scripts and "--body-file comment.md" in scripts
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in steps)
+    # The ecosystem's CLI install; a runner that reaches the API server; the deployed stack's outputs for the
+    # offline plan (the previous deployment it reads); the moment the saved plan stops applying, in the comment.
+    assert any(step.get("uses", "").startswith("pulumi/actions@") for step in steps)
+    assert "self-hosted" in workflow["jobs"]["preview"]["runs-on"]
+    assert 'pulumi stack output --stack "$STACK" --json' in scripts and "--stack-outputs" in scripts
+    assert "applies until" in scripts
     # A template for users: it must not run in this repository's CI.
     assert not (PROJECT / ".github" / "workflows" / "preview.yml").exists()
 

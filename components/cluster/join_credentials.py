@@ -15,7 +15,8 @@ import pulumi
 from pulumi_command import remote
 
 from ..config.spec import NodeSpec, Spec
-from ..render.join_credentials import OUTPUT, MintDecision, decide, record_from_output, record_output
+from ..render.certificates import PLAN_APPLIES_UNTIL
+from ..render.join_credentials import OUTPUT, MintDecision, decide, record_from_output, record_output, window_end
 from ..render.node_steps import join_credentials_step, joining_nodes
 from . import clock
 from .node_command import step_command
@@ -70,9 +71,10 @@ def join_credentials(
             shown = ", ".join(made.pending[:5]) + (
                 f" and {len(made.pending) - 5} more" if len(made.pending) > 5 else ""
             )
+            until = window_end(made.minted_for).strftime("%Y-%m-%dT%H:%M:%SZ")
             pulumi.log.info(
                 f"join credentials: mint window {made.minted_for} (UTC), for the nodes the last successful up did"
-                f" not have: {shown}",
+                f" not have: {shown}; {PLAN_APPLIES_UNTIL} {until} (the window moves then)",
                 resource=parent,
             )
 

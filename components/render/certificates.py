@@ -132,6 +132,11 @@ def earliest(record: Record, now: datetime) -> Expiry:
     return Expiry(found[1], found[2], found[0], found[0] - now)
 
 
+PLAN_APPLIES_UNTIL = "a plan saved now (pulumi preview --save-plan) applies until"
+"""How a clock-dependent decision says when `pulumi up --plan` starts refusing the plan its preview saved: the
+program's inputs move at that moment (docs/review.md, "Apply exactly what was reviewed")."""
+
+
 def _next_midnight(moment: datetime) -> str:
     """The UTC midnight at or after `moment`: one date per day, so a preview and the `up` after it agree."""
     day = moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -151,7 +156,11 @@ def decide(record: Record | None, now: datetime, spec: CertificatesSpec) -> Deci
     where = f"{first.certificate} on {first.node} ({first.not_after.strftime(_RFC3339)})"
     threshold = timedelta(days=spec.renew_before_days)
     if first.left >= threshold:
-        return Decision(record.renew_before, False, first, f"certificates: {left}: {where}")
+        due = first.not_after - threshold
+        # The renewal falling due changes the steps' inputs: a plan saved before that moment no longer applies after.
+        soon = f"; renewal falls due at {due.strftime(_RFC3339)}: {PLAN_APPLIES_UNTIL} {due.strftime(_RFC3339)}"
+        moves = spec.renew and due - now < timedelta(days=1)
+        return Decision(record.renew_before, False, first, f"certificates: {left}: {where}" + (soon if moves else ""))
     if not spec.renew:
         return Decision(
             record.renew_before,
@@ -166,7 +175,8 @@ def decide(record: Record | None, now: datetime, spec: CertificatesSpec) -> Deci
         True,
         first,
         f"certificates: {left}: {where}; under {spec.renew_before_days} days: this up renews every control"
-        f" plane's certificates expiring before {renew_before} and reads the admin kubeconfig again",
+        f" plane's certificates expiring before {renew_before} and reads the admin kubeconfig again;"
+        f" {PLAN_APPLIES_UNTIL} {_next_midnight(now)} (the renewal date moves with the UTC day)",
         warn=True,
     )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 OUTPUT = "joinCredentials"
@@ -54,6 +54,13 @@ class MintDecision:
     minted_for: str
     pending: tuple[str, ...]
     """Nodes the last successful `up` did not have: their joins may still have to run."""
+
+
+def window_end(minted_for: str) -> datetime:
+    """When the mint window `minted_for` (a UTC day or hour) ends: the credentials' input moves then."""
+    if "T" in minted_for:
+        return datetime.strptime(minted_for, HOUR).replace(tzinfo=UTC) + timedelta(hours=1)
+    return datetime.strptime(minted_for, DAY).replace(tzinfo=UTC) + timedelta(days=1)
 
 
 def decide(

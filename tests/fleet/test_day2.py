@@ -426,3 +426,32 @@ def test_after_an_etcd_restore_every_kubelet_restarts_batch_by_batch_then_the_co
         "w-1-kubelet",
         "w-2-kubelet",
     ]
+
+
+def test_a_saved_plan_applies_until_its_mint_window_ends_and_up_plan_refuses_it_after(fleet, fleet_engine) -> None:
+    """`pulumi preview --save-plan` at 23:50 UTC with a worker to join, `pulumi up --plan` at 00:10: the join
+    credentials' mint window (the UTC day) moved, so the engine refuses the plan at that step, before it runs
+    (the program said at preview: the plan applies until 00:00). Previewed again after midnight, it applies."""
+    from .engine import PlanViolationError
+
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
+    fleet_engine.clock = hosts.now
+    at_utc_hour(hosts, 23)
+    cp = hosts["cp-1"].node("control-plane")
+    values, secret = hosts.stack_values([cp])
+    fleet_engine.up(values, secret).raise_error()
+    hosts.advance_clock(50 * 60)  # 23:50
+    values, secret = hosts.stack_values([cp, hosts["w-1"].node()])
+    plan = fleet_engine.preview(values, secret, save_plan=True).saved_plan
+    assert plan is not None and any(urn.endswith("::cp-1-join-credentials") for urn in plan)
+    hosts.advance_clock(20 * 60)  # 00:10, the next UTC day
+    late = fleet_engine.up(values, secret, plan=plan)
+    assert isinstance(late.error, PlanViolationError), late.error
+    assert "cp-1-join-credentials violates plan: properties changed: ~~create" in str(late.error)
+    assert not [s for s in late.steps if s.resource in ("cp-1-join-credentials", "w-1-kubeadm-join")]
+
+    plan = fleet_engine.preview(values, secret, save_plan=True).saved_plan
+    hosts.advance_clock(5 * 60)
+    applied = fleet_engine.up(values, secret, plan=plan)
+    applied.raise_error()
+    assert applied.step("w-1-kubeadm-join").rc == 0
