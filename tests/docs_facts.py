@@ -76,19 +76,24 @@ def _cells(line: str) -> list[str]:
 BENCHMARKS = PROJECT / "docs" / "benchmarks.md"
 
 
-def benchmark_table_column(header: str) -> list[str]:
-    """One column of the docs/benchmarks.md table that has it, as written."""
+def benchmark_table(header: str) -> list[dict[str, str]]:
+    """The rows (by column header, as written) of the docs/benchmarks.md table that has a column `header`."""
     lines = BENCHMARKS.read_text().splitlines()
     for i, line in enumerate(lines):
         if line.startswith("|") and header in _cells(line):
-            column = _cells(line).index(header)
-            rows: list[str] = []
+            headers = _cells(line)
+            rows: list[dict[str, str]] = []
             for row in lines[i + 2 :]:
                 if not row.startswith("|"):
                     break
-                rows.append(_cells(row)[column])
+                rows.append(dict(zip(headers, _cells(row), strict=True)))
             return rows
     raise LookupError(f"{BENCHMARKS.name} has no table with a column {header!r}")
+
+
+def benchmark_table_column(header: str) -> list[str]:
+    """One column of the docs/benchmarks.md table that has it, as written."""
+    return [row[header] for row in benchmark_table(header)]
 
 
 def leading_number(cell: str) -> float:
@@ -104,6 +109,27 @@ def fleet_wall_seconds(run: str) -> Callable[[], str]:
         return str(round(leading_number(rows[run])))
 
     return wall
+
+
+BASTION = "on a bastion (all nodes behind it)"
+
+
+def bastion_connections(stack: str, nodes: str) -> Callable[[], str]:
+    """The connections a bastion holds at the end of a first `up` (the model), from docs/benchmarks.md's table."""
+
+    def held() -> str:
+        (row,) = [r for r in benchmark_table(BASTION) if (r["stack"], r["nodes"]) == (stack, nodes)]
+        return row[BASTION]
+
+    return held
+
+
+def busiest_node_connections() -> str:
+    """The first control plane's connections, the same at every size (docs/benchmarks.md's table says so)."""
+    found = {cell.split(": ", 1)[1] for cell in benchmark_table_column("busiest node")}
+    if len(found) != 1:
+        raise ValueError(f"the busiest node's connections differ by size: {sorted(found)}")
+    return found.pop()
 
 
 def peak_sessions_per_host() -> str:
@@ -240,6 +266,11 @@ FACTS: dict[str, Callable[[], str]] = {
     "fleet-wall-1-1": fleet_wall_seconds("1 CP + 1 worker"),
     "fleet-wall-1-16": fleet_wall_seconds("1 CP + 16 workers"),
     **{name: plan_example(name) for name in PLAN_EXAMPLES},
+    "connections-busiest-node": busiest_node_connections,
+    "connections-bastion-generated-100": bastion_connections("generated", "100"),
+    "connections-bastion-generated-1000": bastion_connections("generated", "1,000"),
+    "connections-bastion-onprem-100": bastion_connections("on-prem example", "100"),
+    "connections-bastion-onprem-1000": bastion_connections("on-prem example", "1,000"),
 }
 
 
