@@ -25,6 +25,7 @@ import yaml
 
 from .config import checks
 from .config.conformance import gateway_api_setting, lost_musts
+from .config.gpu import MIG_CONFIG_LABEL
 from .config.monitoring import custom_metric_deployments, monitoring_wanted
 from .config.spec import GPU_TAINT, Spec
 from .render import gpu_operator as gpu_render
@@ -142,7 +143,7 @@ def _gpu_sharing(spec: Spec) -> Assessment:
     if gpu.mig_strategy != "none":
         used.append(f"HelmRelease gpu-operator values mig.strategy: {gpu.mig_strategy}")
     if mig_nodes:
-        used.append(f"node label {gpu_render.MIG_CONFIG_LABEL} on {', '.join(mig_nodes)}")
+        used.append(f"node label {MIG_CONFIG_LABEL} on {', '.join(mig_nodes)}")
     if gpu.time_slicing_replicas or per_node:
         used.append(f"ConfigMap {gpu_render.DEVICE_PLUGIN_CONFIG_MAP} (devicePlugin.config: time-slicing replicas)")
     notes = "This stack shares GPUs: " + "; ".join(used) + "." if used else "Available; this stack shares no GPU."

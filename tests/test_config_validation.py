@@ -157,6 +157,18 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "mlcluster:cluster.controlPlaneEndpoint: is required with 2 control-plane nodes",
     ),
     (
+        "a GPU label mlcluster sets from another setting",
+        mutate("nodes.2.labels", {"nvidia.com/device-plugin.config": "time-slicing-4"}),
+        "mlcluster:nodes[2].labels: sets 'nvidia.com/device-plugin.config', which mlcluster sets from"
+        " gpu.timeSlicingReplicas: set that instead",
+    ),
+    (
+        "the acceptance quarantine's taint declared on a node",
+        mutate("nodes.1.taints", ["mlcluster.io/acceptance=failed:NoSchedule"]),
+        "mlcluster:nodes[1].taints[0]: uses mlcluster.io/acceptance, the acceptance quarantine's taint, which mlcluster"
+        " sets and lifts from the acceptance verdicts: use another key",
+    ),
+    (
         "GPU setting on a node without GPU",
         mutate("nodes.1.labels", {"nvidia.com/mig.config": "all-1g.10gb"}),
         "mlcluster:nodes[1].labels: sets GPU label 'nvidia.com/mig.config' on a node with no gpu section",

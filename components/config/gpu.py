@@ -10,6 +10,20 @@ import yaml
 from . import checks, go_yaml
 from .schema import Problems, join_path, setting
 
+# Labels the GPU Operator's components read (upstream names); mlcluster sets them from the stack.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+"""mig-manager partitions the node's GPUs into this mig-parted profile (e.g. all-1g.18gb)."""
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+"""The device plugin reads this key of its ConfigMap instead of the default one."""
+DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.driver"
+"""`false` keeps the operator's driver DaemonSet off a node whose host driver is used."""
+DERIVED_GPU_LABELS = {
+    MIG_CONFIG_LABEL: "gpu.migConfig",
+    DEVICE_PLUGIN_CONFIG_LABEL: "gpu.timeSlicingReplicas",
+    DRIVER_DEPLOY_LABEL: "gpuOperator.driver (and the GPU preflight)",
+}
+"""Labels mlcluster sets on GPU nodes from other settings: declared in nodes[].labels too, two writers would fight."""
+
 if TYPE_CHECKING:
     from .spec import Spec
 

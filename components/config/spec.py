@@ -10,12 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ..acceptance.verdict import QUARANTINE_TAINT
 from . import checks, formats
 from .acceptance import AcceptanceSettings, validate_acceptance
 from .api_vip import ApiVipSpec, validate_api_vip
 from .care import CertificatesSpec, EtcdSnapshotSpec, UpgradeSpec
 from .conformance import validate_conformance
-from .gpu import GpuOperatorSpec, validate_gpu
+from .gpu import DERIVED_GPU_LABELS, GpuOperatorSpec, validate_gpu
 from .images import ImagesSpec
 from .kubelet import ImageDiskSpec, KubeletOverrideSpec, KubeletSpec, validate_nodes
 from .kueue import KueueSpec
@@ -261,6 +262,18 @@ class NodeSpec:
                 problems.error(join_path(path, "labels"), checks.kubelet_label_problem(key))
             if key.startswith("nvidia.com/") and self.gpu is None:
                 problems.error(join_path(path, "labels"), f"sets GPU label {key!r} on a node with no gpu section")
+            elif key in DERIVED_GPU_LABELS:
+                problems.error(
+                    join_path(path, "labels"),
+                    f"sets {key!r}, which mlcluster sets from {DERIVED_GPU_LABELS[key]}: set that instead",
+                )
+        for i, taint in enumerate(self.taints):
+            if not checks.taint(taint) and checks.parse_taint(taint)["key"] == QUARANTINE_TAINT.key:
+                problems.error(
+                    join_path(join_path(path, "taints"), i),
+                    f"uses {QUARANTINE_TAINT.key}, the acceptance quarantine's taint, which mlcluster sets and lifts"
+                    " from the acceptance verdicts: use another key",
+                )
         for level, domain in self.topology.items():
             # Each domain becomes a label value; the levels themselves are checked against kueue.topology.
             message = checks.labels({level: domain}) if domain else "is empty: name the node's domain, e.g. r07"

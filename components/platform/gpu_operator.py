@@ -13,10 +13,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ..cluster.gpu_preflight import GpuPreflight
+from ..config.gpu import DRIVER_DEPLOY_LABEL
 from ..config.spec import Spec
 from ..render.gpu_operator import (
     DECIDED_BY_ANNOTATION,
-    DRIVER_DEPLOY_LABEL,
     PREFLIGHT_STEP,
     DriverMode,
     PreflightResult,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config.checks import parse_taint, toleration_of
-from ..config.gpu import KUEUE_ADMITTED_SELECTOR
+from ..config.gpu import DEVICE_PLUGIN_CONFIG_LABEL, DRIVER_DEPLOY_LABEL, KUEUE_ADMITTED_SELECTOR, MIG_CONFIG_LABEL
 from ..config.monitoring import fault_mode
 from ..config.scheduling import CONTROL_PLANE_TAINT, platform_tolerations
 from ..config.spec import GPU_TAINT, NodeSpec, Spec
@@ -26,13 +26,6 @@ NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
 PREFLIGHT_STEP = "gpu-preflight"
 PREFLIGHT_MARKER = "mlcluster-gpu-preflight: "
 
-# Labels the GPU Operator's components read (upstream names).
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-"""mig-manager partitions the node's GPUs into this mig-parted profile (e.g. all-1g.18gb)."""
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-"""The device plugin reads this key of its ConfigMap instead of the default one."""
-DRIVER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.driver"
-"""`false` keeps the operator's driver DaemonSet off a node whose host driver is used."""
 DECIDED_BY_ANNOTATION = "mlcluster.io/decided-by-gpu-preflight"
 """On a node whose labels wait on its GPU preflight: which labels, so that a `[computed]` in the plan says why."""
 
