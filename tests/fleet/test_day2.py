@@ -407,6 +407,13 @@ def test_after_an_etcd_restore_every_kubelet_restarts_batch_by_batch_then_the_co
         (namespaces[1], ["deployment.apps/operator", "daemonset.apps/agent"]),
     ]
     assert min(t for t, _, _ in rolled) > kubelet["w-2"][0], "controllers rolled before the last kubelet restarted"
+    # Deployments are waited for; a DaemonSet rolls node by node on its own (hours on a large fleet).
+    waited = [
+        c["argv"][6]
+        for c in hosts["cp-1"].calls()[marks["cp-1"] :]
+        if c["tool"] == "kubectl" and c["argv"][4:6] == ["rollout", "status"]
+    ]
+    assert waited == ["deployment.apps/coredns", "deployment.apps/operator"], waited
     said = run.step("cp-1-restore-rollout").stdout or ""
     assert f"ok: {namespaces[-1]}: no controller to roll" in said or len(namespaces) == 2
     assert "changed: controllers rolled after the etcd restore etcd-scheduled-20261201T030000Z" in said
