@@ -124,9 +124,24 @@ def bastion_connections(stack: str, nodes: str) -> Callable[[], str]:
     return held
 
 
+MEASURED = "SSH fleet, platform layers off (measured)"
+"""The connections table's row measured on the SSH fleet (tests/fleet/test_connections.py), beside the model's."""
+
+
+def measured_connections(column: str) -> Callable[[], str]:
+    """A figure of the measured row: per worker, on cp-1, on the bastion (the cell's number)."""
+
+    def figure() -> str:
+        (row,) = [r for r in benchmark_table(BASTION) if r["stack"] == MEASURED]
+        return row[column].rsplit(": ", 1)[-1]
+
+    return figure
+
+
 def busiest_node_connections() -> str:
-    """The first control plane's connections, the same at every size (docs/benchmarks.md's table says so)."""
-    found = {cell.split(": ", 1)[1] for cell in benchmark_table_column("busiest node")}
+    """The first control plane's connections in the model, the same at every size (docs/benchmarks.md's table)."""
+    modelled = [r["busiest node"] for r in benchmark_table(BASTION) if r["stack"] != MEASURED]
+    found = {cell.split(": ", 1)[1] for cell in modelled}
     if len(found) != 1:
         raise ValueError(f"the busiest node's connections differ by size: {sorted(found)}")
     return found.pop()
@@ -267,6 +282,9 @@ FACTS: dict[str, Callable[[], str]] = {
     "fleet-wall-1-16": fleet_wall_seconds("1 CP + 16 workers"),
     **{name: plan_example(name) for name in PLAN_EXAMPLES},
     "connections-busiest-node": busiest_node_connections,
+    "connections-measured-worker": measured_connections("per worker (typical)"),
+    "connections-measured-first-control-plane": measured_connections("busiest node"),
+    "connections-measured-bastion": measured_connections(BASTION),
     "connections-bastion-generated-100": bastion_connections("generated", "100"),
     "connections-bastion-generated-1000": bastion_connections("generated", "1,000"),
     "connections-bastion-onprem-100": bastion_connections("on-prem example", "100"),
