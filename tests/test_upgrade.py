@@ -56,13 +56,14 @@ def test_the_order_control_planes_one_at_a_time_then_worker_batches() -> None:
         ["cp-1-upgrade-drain-cp-1"], ["cp-1-kubelet"], ["cp-1-upgrade-uncordon-cp-1"],
         ["cp-2-upgrade-drain-cp-2"], ["cp-2-kubelet"], ["cp-2-upgrade-uncordon-cp-2"],
         ["cp-3-upgrade-drain-cp-3"], ["cp-3-kubelet"], ["cp-3-upgrade-uncordon-cp-3"],
-        ["cp-1-upgrade-drain-w-1"], ["w-1-kubelet", "w-2-kubelet"], ["cp-1-upgrade-uncordon-w-1"],
-        ["cp-1-upgrade-drain-w-3"], ["w-3-kubelet", "w-4-kubelet"], ["cp-1-upgrade-uncordon-w-3"],
+        ["cp-1-upgrade-drain-w-1..w-2"], ["w-1-kubelet", "w-2-kubelet"], ["cp-1-upgrade-uncordon-w-1..w-2"],
+        ["cp-1-upgrade-drain-w-3..w-4"], ["w-3-kubelet", "w-4-kubelet"], ["cp-1-upgrade-uncordon-w-3..w-4"],
     ]  # fmt: skip
     settings = {u.resource_name: u.step.settings for stage in upgrade_steps(spec) for u in stage}
     # Only the first control plane applies; the others (and workers) run `kubeadm upgrade node`.
     assert [n for n, s in settings.items() if s.get("FIRST_CONTROL_PLANE") == "true"] == ["cp-1-upgrade-control-plane"]
-    assert settings["cp-1-upgrade-drain-w-3"]["NODES"] == "w-3 w-4"
+    # A batch's steps name the nodes they touch, its first and last (issue 35: `-w-3` drained w-3 and w-4).
+    assert settings["cp-1-upgrade-drain-w-3..w-4"]["NODES"] == "w-3 w-4"
     assert {s["TARGET_VERSION"] for s in settings.values() if "TARGET_VERSION" in s} == {"1.35.0"}
     # Each node's kubelet command: its kubelet upgrade, then the restarts its tuning marked, one script.
     kubelet = next(u.step for stage in upgrade_steps(spec) for u in stage if u.resource_name == "w-3-kubelet")
@@ -77,12 +78,14 @@ def test_control_planes_drain_and_upgrade_in_their_restart_batches() -> None:
     stages = [[u.resource_name for u in stage] for stage in upgrade_steps(spec)]
     assert stages[2:] == [
         ["cp-1-upgrade-control-plane"], ["cp-2-upgrade-control-plane"], ["cp-3-upgrade-control-plane"],
-        ["cp-1-upgrade-drain-cp-1"], ["cp-1-kubelet", "cp-2-kubelet"], ["cp-1-upgrade-uncordon-cp-1"],
+        ["cp-1-upgrade-drain-cp-1..cp-2"], ["cp-1-kubelet", "cp-2-kubelet"], ["cp-1-upgrade-uncordon-cp-1..cp-2"],
         ["cp-3-upgrade-drain-cp-3"], ["cp-3-kubelet"], ["cp-3-upgrade-uncordon-cp-3"],
         ["cp-1-upgrade-drain-w-1"], ["w-1-kubelet"], ["cp-1-upgrade-uncordon-w-1"],
     ]  # fmt: skip
-    drain = next(u for stage in upgrade_steps(spec) for u in stage if u.resource_name == "cp-1-upgrade-drain-cp-1")
-    assert drain.targets == ("cp-1", "cp-2")
+    drain = next(
+        u for stage in upgrade_steps(spec) for u in stage if u.resource_name == "cp-1-upgrade-drain-cp-1..cp-2"
+    )
+    assert drain.targets == ("cp-1", "cp-2") and drain.previous_name == "cp-1-upgrade-drain-cp-1"
     for after, versions in simulate(spec, "1.34.2"):
         assert skew_problems(versions) == [], after
 

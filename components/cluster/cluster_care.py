@@ -57,11 +57,13 @@ class ClusterCare(pulumi.ComponentResource):
         for stage in upgrade_steps(spec):
             current: list[pulumi.Resource] = []
             for upgrade in stage:
-                aliases = (
+                aliases: list[pulumi.Input[str]] = (
                     [create_urn(f"{upgrade.node.name}-kubelet-restart", COMMAND, parent=previous_restarts)]
                     if upgrade.step.name == KUBELET_STEP
                     else []
                 )
+                if upgrade.previous_name is not None:
+                    aliases.append(create_urn(upgrade.previous_name, COMMAND, parent=self))
                 command = step_command(
                     upgrade.resource_name,
                     spec,

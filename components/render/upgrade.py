@@ -56,6 +56,8 @@ static pods it moves, after which it restores that pod's old manifest), so that 
 upgrade and rolls back."""
 KUBELET_STEP = "kubelet"
 """Each node's kubelet command: the upgrade's kubelet part, then the restarts its tuning marked."""
+BATCH_STEPS = ("upgrade-drain", "upgrade-uncordon")
+"""Steps of a restart batch, run on one node for all of the batch's nodes."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,20 @@ class UpgradeStep:
 
     @property
     def resource_name(self) -> str:
-        # Drain/uncordon steps are named after their batch's first node: names carry no position.
-        suffix = f"-{self.targets[0]}" if self.step.name in ("upgrade-drain", "upgrade-uncordon") else ""
-        return f"{self.node.name}-{self.step.name}{suffix}"
+        # A drain/uncordon step names the nodes it touches, its batch's first and last (a batch is a run of the
+        # stack's nodes, in order): `cp-1-upgrade-drain-gpu-1..gpu-4`. Names carry no position.
+        if self.step.name not in BATCH_STEPS:
+            return f"{self.node.name}-{self.step.name}"
+        span = self.targets[0] if len(self.targets) == 1 else f"{self.targets[0]}..{self.targets[-1]}"
+        return f"{self.node.name}-{self.step.name}-{span}"
+
+    @property
+    def previous_name(self) -> str | None:
+        """The name a batch of several nodes had before it named its last node too (after its first only): the
+        alias that lets a stack deployed before keep the resource (nothing is replaced for the rename)."""
+        if self.step.name not in BATCH_STEPS or len(self.targets) == 1:
+            return None
+        return f"{self.node.name}-{self.step.name}-{self.targets[0]}"
 
 
 def _version(spec: Spec) -> str:

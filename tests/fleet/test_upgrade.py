@@ -380,3 +380,37 @@ def test_a_family_whose_repository_lacks_the_target_stops_the_upgrade_before_any
         "ok: kubeadm kubelet kubectl 1.35.0 offered by the deb repository"
         in (step_outputs(run.step("cp-1-prepare", "update"))["kube-packages"])
     )
+
+
+def test_batch_steps_renamed_after_their_nodes_keep_their_resources_through_the_alias(
+    fleet, fleet_engine, monkeypatch
+) -> None:
+    """A batch's drain and uncordon were named after its first node only; they now name its first and last. A stack
+    deployed with the old names runs nothing, replaces nothing and deletes nothing for the rename (the alias)."""
+    from components.render import upgrade as upgrade_render
+
+    hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"), HostSpec("w-2"))
+    nodes = [hosts["cp-1"].node("control-plane"), hosts["w-1"].node(), hosts["w-2"].node()]
+    values, secret = hosts.stack_values(nodes, kubelet={"restart": {"maxUnavailableWorkers": "100%"}})
+
+    def first_node_only(step: Any) -> str:
+        suffix = f"-{step.targets[0]}" if step.step.name in upgrade_render.BATCH_STEPS else ""
+        return f"{step.node.name}-{step.step.name}{suffix}"
+
+    with monkeypatch.context() as before:
+        before.setattr(upgrade_render.UpgradeStep, "resource_name", property(first_node_only))
+        before.setattr(upgrade_render.UpgradeStep, "previous_name", property(lambda step: None))
+        fleet_engine.up(values, secret).raise_error()
+    names = {urn.rsplit("::", 1)[-1] for urn in fleet_engine.state}
+    assert {"cp-1-upgrade-drain-w-1", "cp-1-upgrade-uncordon-w-1"} <= names
+
+    preview = fleet_engine.preview(values, secret)
+    preview.raise_error()
+    assert preview.operations["cp-1-upgrade-drain-w-1..w-2"] == "same", preview.operations
+    assert not [n for n, op in preview.operations.items() if op in ("create", "replace", "delete")]
+    run = fleet_engine.up(values, secret)
+    run.raise_error()
+    assert run.steps == [] and run.deleted == []
+    names = {urn.rsplit("::", 1)[-1] for urn in fleet_engine.state}
+    assert {"cp-1-upgrade-drain-w-1..w-2", "cp-1-upgrade-uncordon-w-1..w-2"} <= names
+    assert "cp-1-upgrade-drain-w-1" not in names
