@@ -29,9 +29,11 @@ It follows the rules of ../shared/docs/REAL-ENGINE.md (each has its own test in 
   names another cluster, unless `clusterIdentifier` is set and unchanged; every resource on a replaced
   provider is replaced with it (pulumi-kubernetes `provider.go`, DiffConfig).
 - SSH: the real `ssh` client with pulumi-command's settings: the pinned `hostKey` (its type is the only
-  host-key algorithm allowed), ConnectTimeout = perDialTimeout, dialErrorLimit + 1 connection attempts,
-  the bastion as a ProxyCommand with its own pin, the keys of an SSH agent when the engine is given one
-  (`agent_socket`, pulumi-command's SSH_AUTH_SOCK) besides the connection's key. The retry delays are ssh's own.
+  host-key algorithm allowed), ConnectTimeout = perDialTimeout, the bastion as a ProxyCommand with its own pin,
+  the keys of an SSH agent when the engine is given one (`agent_socket`, pulumi-command's SSH_AUTH_SOCK) besides
+  the connection's key. A dial that fails before its session (refused, timed out, dropped by sshd's MaxStartups)
+  is tried again as pulumi-command does: dialErrorLimit + 1 attempts, 100 ms apart and then 1.5 times longer each
+  time, no jitter (`SshRunner._dialling`); every attempt is recorded (`SshRunner.dials`, `peak_dials`).
 - `command:remote:CopyToRemote` of a path archive: over SFTP as the connection's user, into
   `remotePath/<the directory's name>`; compared by the archive's hash (`Archive.Equals`), and an update copies
   only when the hash or the remote path changed (pulumi-command `copyController.go`).
@@ -274,6 +276,8 @@ class SshRunner:
         self._lock = threading.Lock()
         self._keys: dict[str, Path] = {}
         self._counter = 0
+        self.dials: list[tuple[str, float, float, bool]] = []
+        """Every dial attempt: first hop, start, connected-or-failed time (epoch seconds), connected."""
         self._masters: list[Path] = []
         """Control sockets of the connections this run's commands dialled: pulumi-command's `run` dials a client
         per command, closes the command's session and never the client (provider/pkg/provider/remote/
@@ -359,9 +363,6 @@ class SshRunner:
 
     def ssh_args(self, connection: Mapping[str, Any], hop_errors: Path | None = None) -> list[str]:
         host, port = str(connection["host"]), int(connection.get("port") or 22)
-        # pulumi-command: dialErrorLimit N allows N failed dials, so N+1 attempts (default 10).
-        dial_error_limit = connection.get("dialErrorLimit")
-        attempts = (10 if dial_error_limit is None else int(dial_error_limit)) + 1
         # KexAlgorithms and Ciphers: what pulumi-command's Go SSH client negotiates first (and cheaper on CI).
         args = [
             "ssh",
@@ -380,8 +381,10 @@ class SshRunner:
             "Ciphers=aes128-gcm@openssh.com",
             "-o",
             f"ConnectTimeout={int(connection.get('perDialTimeout') or 15)}",
+            # One attempt per dial: `_dialling` retries as pulumi-command does, a dropped handshake included
+            # (ssh's own attempts retry only a refused or timed-out TCP connect, a second apart).
             "-o",
-            f"ConnectionAttempts={attempts}",
+            "ConnectionAttempts=1",
             "-o",
             "GlobalKnownHostsFile=/dev/null",
             "-p",
@@ -415,12 +418,64 @@ class SshRunner:
         self, connection: Mapping[str, Any], command: str, stdin: str | None, timeout: float = 900
     ) -> subprocess.CompletedProcess[str]:
         user = connection.get("user") or "root"
-        kept, hop_errors = self._kept()
-        argv = [*self.ssh_args(connection, hop_errors), *kept, f"{user}@{connection['host']}", command]
-        result = subprocess.run(
-            argv, input=stdin or "", capture_output=True, text=True, timeout=timeout, check=False, env=self._env()
-        )
-        return self._with_hop_errors(result, hop_errors, connection)
+
+        def attempt(kept: list[str], hop_errors: Path) -> subprocess.CompletedProcess[str]:
+            argv = [*self.ssh_args(connection, hop_errors), *kept, f"{user}@{connection['host']}", command]
+            return subprocess.run(
+                argv, input=stdin or "", capture_output=True, text=True, timeout=timeout, check=False, env=self._env()
+            )
+
+        return self._dialling(connection, attempt)
+
+    def _dialling(
+        self, connection: Mapping[str, Any], attempt: Callable[[list[str], Path], subprocess.CompletedProcess[str]]
+    ) -> subprocess.CompletedProcess[str]:
+        """pulumi-command's dial (provider/pkg/provider/remote/connection.go `dialWithRetry`): a dial that fails
+        before the session (refused, timed out, dropped by the server's MaxStartups, authentication) is tried
+        again, dialErrorLimit + 1 attempts in all (10 + 1 by default), after 100 ms, then 1.5 times longer each
+        time up to 5 s (pulumi's `retry.Until` defaults), with no jitter: a crowd retries together. One count
+        covers the whole chain through a bastion (the provider counts the bastion's dial and the node's apart).
+        Each attempt is recorded in `dials`: its first hop, when it started and when it connected or failed."""
+        dial_error_limit = connection.get("dialErrorLimit")
+        attempts = (10 if dial_error_limit is None else int(dial_error_limit)) + 1
+        first_hop = str((connection.get("proxy") or connection)["host"])
+        delay = 0.1
+        for tried in range(1, attempts + 1):
+            kept, hop_errors = self._kept()
+            started = time.time()
+            result = attempt(kept, hop_errors)
+            # Connected: ssh's LocalCommand left its marker (it stays when the connection is lost later), or the
+            # master's control socket is there. sftp turns LocalCommand off and a master that lost its connection
+            # removes its socket, so a copy cut off mid-way counts as a failed dial here and is copied again,
+            # where pulumi-command would fail it (the sweep cuts commands, not copies).
+            socket = hop_errors.with_name(hop_errors.name.replace("hop-", "conn-").removesuffix(".log"))
+            marker = socket.with_suffix(".connected")
+            connected_at = next((p.stat().st_mtime for p in (marker, socket) if p.exists()), None)
+            with self._lock:
+                self.dials.append((first_hop, started, connected_at or time.time(), connected_at is not None))
+            result = self._with_hop_errors(result, hop_errors, connection)
+            # No connection made (sftp says so with status 1, ssh with 255): a failed dial, tried again.
+            if connected_at is not None or tried == attempts:
+                return result
+            time.sleep(delay)
+            delay = min(delay * 1.5, 5.0)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    def peak_dials(self) -> dict[str, int]:
+        """By first hop (the bastion, or the node), the most dials in flight at once: from an attempt's start to
+        its connection (authenticated, end to end) or its failure. A server counts fewer: only until its own
+        authentication."""
+        with self._lock:
+            dials = list(self.dials)
+        peaks: dict[str, int] = {}
+        for hop in {d[0] for d in dials}:
+            marks = sorted(m for d in dials if d[0] == hop for m in ((d[1], 1), (d[2], -1)))
+            running = peak = 0
+            for _, delta in marks:
+                running += delta
+                peak = max(peak, running)
+            peaks[hop] = peak
+        return peaks
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
@@ -432,28 +487,30 @@ class SshRunner:
         """pulumi-command's CopyToRemote of a directory, over SFTP as the connection's user: into
         `remote_path/<its name>` (made if missing; `remote_path` must exist), file by file, overwriting."""
         user = connection.get("user") or "root"
-        # sftp takes ssh's options, but the port as -P.
-        kept, hop_errors = self._kept()
-        args = [
-            "sftp" if a == "ssh" else "-P" if a == "-p" else a for a in [*self.ssh_args(connection, hop_errors), *kept]
-        ]
         target = f"{remote_path.rstrip('/')}/{source.name}"
         batch = [f"-mkdir {json.dumps(target)}"] + [
             f"put {json.dumps(str(path))} {json.dumps(f'{target}/{path.name}')}"
             for path in sorted(source.iterdir())
             if path.is_file()
         ]
-        argv = [*args, "-b", "-", f"{user}@{connection['host']}"]
-        result = subprocess.run(
-            argv,
-            input="\n".join(batch) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env=self._env(),
-        )
-        return self._with_hop_errors(result, hop_errors, connection)
+
+        def attempt(kept: list[str], hop_errors: Path) -> subprocess.CompletedProcess[str]:
+            # sftp takes ssh's options, but the port as -P.
+            args = [
+                "sftp" if a == "ssh" else "-P" if a == "-p" else a
+                for a in [*self.ssh_args(connection, hop_errors), *kept]
+            ]
+            return subprocess.run(
+                [*args, "-b", "-", f"{user}@{connection['host']}"],
+                input="\n".join(batch) + "\n",
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                env=self._env(),
+            )
+
+        return self._dialling(connection, attempt)
 
 
 CONNECTION_LOST = re.compile(

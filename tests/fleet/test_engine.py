@@ -7,6 +7,7 @@ no fleet and show exactly which command ran with which stdin.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import threading
@@ -24,6 +25,7 @@ from .engine import (
     FleetEngine,
     PlanViolationError,
     RemoteCommandError,
+    SshRunner,
 )
 
 TOY = """
@@ -390,3 +392,34 @@ def test_up_with_a_saved_plan_runs_what_it_recorded_and_stops_where_the_program_
     extra = up([{**program[0], "create": "make a v3"}, program[1], {"name": "c", "create": "make c"}], plan=plan)
     assert isinstance(extra.error, PlanViolationError)
     assert "create is not allowed by the plan: no steps were expected for this resource" in str(extra.error)
+
+
+def test_a_failed_dial_is_tried_again_as_pulumi_command_does(tmp_path: Path) -> None:
+    """dialErrorLimit + 1 attempts, 100 ms apart and then 1.5 times longer each time, for a dial that never
+    connected (a dropped handshake included); a step that ran and failed is not dialled again."""
+    runner = SshRunner(tmp_path)
+    seen: list[float] = []
+
+    def dropped(kept: list[str], hop_errors: Path) -> subprocess.CompletedProcess[str]:
+        seen.append(time.monotonic())
+        return subprocess.CompletedProcess([], 255, "", "kex_exchange_identification: Connection closed\n")
+
+    result = runner._dialling({"host": "h", "dialErrorLimit": 3}, dropped)
+    assert result.returncode == 255 and len(seen) == 4
+    pauses = [round(b - a, 2) for a, b in itertools.pairwise(seen)]
+    assert all(abs(p - e) < 0.05 for p, e in zip(pauses, [0.1, 0.15, 0.225], strict=True)), pauses
+    assert [d[3] for d in runner.dials] == [False] * 4
+
+    def connected(kept: list[str], hop_errors: Path) -> subprocess.CompletedProcess[str]:
+        # The master's control socket is there once the connection is authenticated.
+        hop_errors.with_name(hop_errors.name.replace("hop-", "conn-").removesuffix(".log")).touch()
+        return subprocess.CompletedProcess([], 3, "", "the step failed\n")
+
+    seen.clear()
+
+    def counted(kept: list[str], hop_errors: Path) -> subprocess.CompletedProcess[str]:
+        seen.append(time.monotonic())
+        return connected(kept, hop_errors)
+
+    result = runner._dialling({"host": "h", "proxy": {"host": "b"}}, counted)
+    assert result.returncode == 3 and len(seen) == 1 and runner.dials[-1][0] == "b"
