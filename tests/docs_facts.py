@@ -147,6 +147,20 @@ def busiest_node_connections() -> str:
     return found.pop()
 
 
+DIALS = "peak dials in flight to the bastion"
+
+
+def peak_dials(lanes: str) -> Callable[[], str]:
+    """The most dials in flight to the fleet's bastion in docs/benchmarks.md's "Dials in flight at once" table,
+    with the dial lanes `on` or `off`."""
+
+    def figure() -> str:
+        (row,) = [r for r in benchmark_table(DIALS) if r["dial lanes"].startswith(lanes)]
+        return str(int(leading_number(row[DIALS])))
+
+    return figure
+
+
 def peak_sessions_per_host() -> str:
     return str(max(int(leading_number(v)) for v in benchmark_table_column("peak sessions per host")))
 
@@ -289,6 +303,8 @@ FACTS: dict[str, Callable[[], str]] = {
     "connections-bastion-generated-1000": bastion_connections("generated", "1,000"),
     "connections-bastion-onprem-100": bastion_connections("on-prem example", "100"),
     "connections-bastion-onprem-1000": bastion_connections("on-prem example", "1,000"),
+    "dials-peak-lanes": peak_dials("on"),
+    "dials-peak-no-lanes": peak_dials("off"),
 }
 
 

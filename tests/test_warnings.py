@@ -12,8 +12,11 @@ from __future__ import annotations
 import ast
 import base64
 import copy
+import importlib
 import inspect
 import json
+import pkgutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,6 +187,15 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         'mlcluster:kubelet.restart.maxUnavailableWorkers: "1" makes 101 worker batches: the first control plane'
         " (lab-1) runs",
     ),
+    "more nodes behind a bastion than its lanes": (
+        {
+            "ssh": {"bastion": {"host": "192.168.9.1", "hostKey": _worker(99)["hostKey"]}},
+            "cluster": {"apiAddress": "127.0.0.1:6443"},
+            "nodes": [{}, *(_worker(i) for i in range(9))],
+        },
+        "mlcluster:ssh.bastion.maxStartups: 10 nodes are reached through the bastion and at most 9 steps run through"
+        " it at once",
+    ),
 }
 
 AT_UP_ONLY = {
@@ -254,7 +266,7 @@ def reached() -> Iterator[set[tuple[str, int]]]:
         frame = inspect.stack()[2]
         sites.add((str(Path(frame.filename).resolve().relative_to(PROJECT)), frame.lineno))
 
-    original_warn, original_given = Problems.warn, channel.given
+    original_warn, original_given, original_channel_warn = Problems.warn, channel.given, channel.warn
 
     def problems_warn(self: Problems, *args: Any, **kwargs: Any) -> None:
         record()
@@ -274,10 +286,17 @@ def reached() -> Iterator[set[tuple[str, int]]]:
         patch.setattr(Problems, "warn", problems_warn)
         patch.setattr(channel, "given", given)
         patch.setattr(channel, "warn", warn)
-        for module in ("components.config.load", "components.platform.kueue", "components.platform.gpu_operator"):
-            patch.setattr(f"{module}.given", given)
-        for module in ("components.cluster.kubeadm_cluster", "components.cluster.certificates"):
-            patch.setattr(f"{module}.warn", warn)
+        # Every module of components/ that imported the channel's functions by name (`from ..warnings import warn`).
+        for info in pkgutil.walk_packages([str(COMPONENTS)], "components."):
+            if not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+        for name, module in list(sys.modules.items()):
+            if not name.startswith("components."):
+                continue
+            if getattr(module, "given", None) is original_given:
+                patch.setattr(module, "given", given)
+            if getattr(module, "warn", None) is original_channel_warn:
+                patch.setattr(module, "warn", warn)
         yield sites
 
 

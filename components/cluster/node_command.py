@@ -9,7 +9,7 @@ from pulumi_command import remote
 
 from ..config.spec import NodeSpec, Spec
 from ..render.shell import NodeStep, remote_command
-from .connection import node_connection, ssh_user
+from .connection import dial_lanes, node_connection, ssh_user
 
 
 def _logging(step: NodeStep) -> remote.Logging:
@@ -49,22 +49,27 @@ def step_command(
             raise ValueError(f"{resource_name}: a step decided at run time must have a script")
         return text
 
-    return remote.Command(
-        resource_name,
-        connection=node_connection(spec, node),
-        create=command(step.command_script, step.name) if rendered is None else rendered.apply(_rendered_command),
-        delete=command(step.command_delete_script, step.name + "-delete"),
-        stdin=stdin,
-        # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.
-        add_previous_output_in_env=False,
-        logging=_logging(step),
-        opts=pulumi.ResourceOptions(
-            parent=parent,
-            depends_on=list(depends_on),
-            additional_secret_outputs=secret_outputs,
-            protect=protect,
-            ignore_changes=list(ignore_changes),
-            retain_on_delete=retain_on_delete,
-            aliases=list(aliases) or None,
+    return dial_lanes(
+        spec,
+        node,
+        lambda dial_after: remote.Command(
+            resource_name,
+            connection=node_connection(spec, node),
+            create=command(step.command_script, step.name) if rendered is None else rendered.apply(_rendered_command),
+            delete=command(step.command_delete_script, step.name + "-delete"),
+            stdin=stdin,
+            # PULUMI_COMMAND_STDOUT would need the server's AcceptEnv and could carry secrets back in.
+            add_previous_output_in_env=False,
+            logging=_logging(step),
+            opts=pulumi.ResourceOptions(
+                parent=parent,
+                depends_on=[*depends_on, *dial_after],
+                additional_secret_outputs=secret_outputs,
+                protect=protect,
+                ignore_changes=list(ignore_changes),
+                retain_on_delete=retain_on_delete,
+                aliases=list(aliases) or None,
+            ),
         ),
+        dials_on_create=rendered is not None or step.command_script is not None,
     )

@@ -20,9 +20,9 @@ from pathlib import Path
 import pulumi
 from pulumi_command import remote
 
-from ..config.spec import Spec
+from ..config.spec import NodeSpec, Spec
 from ..render.shell import STORE, store_catalog
-from .connection import node_connection
+from .connection import dial_lanes, node_connection
 
 PROJECT = Path(__file__).resolve().parents[2]
 BUNDLES = PROJECT / ".mlcluster"
@@ -81,21 +81,26 @@ class NodeScripts(pulumi.ComponentResource):
     def __init__(self, spec: Spec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("mlcluster:node_scripts:NodeScripts", spec.cluster.name, None, opts)
         source = pulumi.FileArchive(archive_path(bundle_directory(store_catalog())))
-        self.copies = {
-            node.name: remote.CopyToRemote(
+        self.copies = {node.name: self._copy(spec, node, source) for node in spec.nodes}
+        self.register_outputs({})
+
+    def _copy(self, spec: Spec, node: NodeSpec, source: pulumi.Archive) -> remote.CopyToRemote:
+        return dial_lanes(
+            spec,
+            node,
+            lambda dial_after: remote.CopyToRemote(
                 f"{node.name}-scripts",
                 connection=node_connection(spec, node),
                 source=source,
                 remote_path=REMOTE_PATH,
                 opts=pulumi.ResourceOptions(
                     parent=self,
+                    depends_on=list(dial_after),
                     # pulumi-command copies again on an update only when the source or remote path changed: a new
                     # SSH target (another address, a reinstalled host's key) must get the files too.
                     replace_on_changes=["connection"],
                     # A host that is gone cannot take a new copy: its record stays as it is until the node goes.
                     ignore_changes=["source", "connection"] if node.gone else None,
                 ),
-            )
-            for node in spec.nodes
-        }
-        self.register_outputs({})
+            ),
+        )

@@ -138,6 +138,13 @@ class BastionSpec:
         doc="Pinned SSH host key of the bastion; required unless ssh.insecureIgnoreHostKeys.",
         check=formats.ssh_host_key,
     )
+    max_startups: int = setting(
+        10,
+        doc="The bastion sshd's `MaxStartups` (its first number; OpenSSH's default 10). Every step dials through the"
+        " bastion, so at most this many minus one run at once, whatever `pulumi up --parallel` is: a dial past it"
+        " may be dropped. Raise it on the bastion for a large fleet, then here.",
+        check=checks.between(2, 100000),
+    )
 
     @property
     def pinned_host_key(self) -> str | None:
@@ -169,6 +176,13 @@ class SshSpec:
         3,
         doc="Dial attempts before a host is reported unreachable (pulumi-command's dialErrorLimit is this minus one).",
         check=checks.between(1, 100),
+    )
+    max_startups: int = setting(
+        10,
+        doc="The nodes' sshd `MaxStartups` (its first number; OpenSSH's default 10): at most this many minus one"
+        " steps run on one node at once, whatever `pulumi up --parallel` is (see ssh.bastion.maxStartups behind a"
+        " bastion).",
+        check=checks.between(2, 100000),
     )
     insecure_ignore_host_keys: bool = setting(
         False, doc="DANGER: accept any SSH host key (no `hostKey` per node or bastion). Only for throwaway labs."
@@ -444,6 +458,24 @@ class Spec:
                     " (ssh-keyscan -t ed25519 HOST)",
                 )
 
+    def _warn_bastion_lanes(self, problems: Problems) -> None:
+        """Every step dials through the bastion, and at most its MaxStartups less one run at once (the dial lanes,
+        components/cluster/connection.py): a fleet larger than that prepares, joins and restarts in rounds."""
+        bastion = self.ssh.bastion
+        reached = [node for node in self.nodes if not node.gone]
+        # Below 2 is refused by the setting's own check.
+        if bastion is None or bastion.max_startups < 2 or len(reached) <= bastion.max_startups - 1:
+            return
+        lanes = bastion.max_startups - 1
+        rounds = -(-len(reached) // lanes)
+        problems.warn(
+            "ssh.bastion.maxStartups",
+            f"{len(reached)} nodes are reached through the bastion and at most {lanes} steps run through it at once"
+            f" (its MaxStartups {bastion.max_startups} less one, so that no dial is dropped): each node's"
+            f" preparation, join and restart take {rounds} rounds instead of one. If the bastion's sshd allows more"
+            " (`sshd -T | grep -i maxstartups` on it), set this key to its first number",
+        )
+
     def _validate_kubeadm(self, problems: Problems) -> None:
         if not self.nodes:
             problems.error("nodes", "must list at least one node when cluster.mode is kubeadm")
@@ -473,6 +505,7 @@ class Spec:
         validate_scheduling(self, problems)
         validate_nodes(self.kubelet, list(enumerate(self.nodes)), problems)
         self._validate_ssh_pins(problems)
+        self._warn_bastion_lanes(problems)
         if self.control_planes and self.control_planes[0].gone:
             index = self.nodes.index(self.control_planes[0])
             problems.error(

@@ -72,10 +72,11 @@ def test_each_command_keeps_its_connection_until_the_run_ends(fleet, fleet_engin
     assert again.steps == [] and again.connections_held == 0 and seen == {"cp-1": 0, "w-1": 0}
 
 
-def test_one_plus_sixteen_behind_a_bastion_holds_what_the_model_says(fleet, fleet_engine) -> None:
-    """1 control plane + 16 workers reachable only through a bastion: at the end of the first `up` every node holds
-    one connection per SSH resource of its own, the bastion one per SSH resource of every node (and sshd processes
-    to match), as benchmarks/footprint.py models it from the plan."""
+WIDE_PARALLEL = 64
+"""`pulumi up --parallel` on a 16-core machine (the CLI's default, 4 x CPUs)."""
+
+
+def one_plus_sixteen_behind_a_bastion(fleet, bastion_settings: dict[str, Any] | None = None):
     workers = [f"w-{i}" for i in range(1, 17)]
     hosts = fleet(
         HostSpec("bastion"), HostSpec("cp-1", only_via="bastion"), *(HostSpec(w, only_via="bastion") for w in workers)
@@ -84,12 +85,64 @@ def test_one_plus_sixteen_behind_a_bastion_holds_what_the_model_says(fleet, flee
     nodes = [hosts["cp-1"].node("control-plane"), *(hosts[w].node() for w in workers)]
     values, secret = hosts.stack_values(
         nodes,
-        ssh={"bastion": {"host": bastion.address, "hostKey": bastion.host_key}},
+        # The default dial attempts (3), not the fleet's quick 1: pulumi-command's retries are part of the crowd.
+        ssh={
+            "dialAttempts": 3,
+            "bastion": {"host": bastion.address, "hostKey": bastion.host_key, **(bastion_settings or {})},
+        },
         cluster={"apiAddress": "127.0.0.1:16443"},
     )
-    seen = held_at_each_run_end(hosts, fleet_engine)
-    run = fleet_engine.up(values, secret)
-    run.raise_error()
+    return hosts, values, secret
+
+
+def dropped_dials(hosts: Fleet, name: str) -> int:
+    """Dials the host's sshd dropped past its MaxStartups (OpenSSH logs each one)."""
+    log = hosts[name].dir / "sshd.log"
+    return log.read_text().count("past MaxStartups") if log.exists() else 0
+
+
+def test_without_lanes_a_wide_parallel_crowds_a_default_bastion(fleet) -> None:
+    """The failure the dial lanes prevent, on a bastion with OpenSSH's default MaxStartups 10:30:100: declared
+    as allowing 1,000 (no lanes), the 1+16 fleet's first `up` at --parallel 64 dials it more than 10 at once, and
+    it drops dials (pulumi-command retries each after 100 ms, then 150 ms, in step with the rest of the crowd)."""
+    hosts, values, secret = one_plus_sixteen_behind_a_bastion(fleet, {"maxStartups": 1000})
+    engine = FleetEngine(max_workers=WIDE_PARALLEL)
+    try:
+        run = engine.up(values, secret)
+        peak = engine.ssh.peak_dials()[hosts["bastion"].address]
+    finally:
+        engine.close()
+    dropped = dropped_dials(hosts, "bastion")
+    MEASUREMENTS["1+16 behind a default bastion, --parallel 64, no lanes: peak dials in flight"] = peak
+    MEASUREMENTS["1+16 behind a default bastion, --parallel 64, no lanes: dials dropped"] = dropped
+    MEASUREMENTS["1+16 behind a default bastion, --parallel 64, no lanes: first up wall seconds"] = round(
+        run.wall_seconds, 2
+    )
+    MEASUREMENTS["1+16 behind a default bastion, --parallel 64, no lanes: first up"] = (
+        "failed: " + " ".join(str(run.error).split())[:300] if run.error else "succeeded after retries"
+    )
+    assert peak > 10, peak
+
+
+def test_one_plus_sixteen_behind_a_bastion_holds_what_the_model_says(fleet) -> None:
+    """1 control plane + 16 workers reachable only through a bastion (OpenSSH's default MaxStartups), `up` at
+    --parallel 64: no more than 9 dials are in flight to the bastion at once and it drops none (the dial lanes).
+    At the end of the first `up` every node holds one connection per SSH resource of its own, the bastion one per
+    SSH resource of every node (and sshd processes to match), as benchmarks/footprint.py models it from the plan."""
+    hosts, values, secret = one_plus_sixteen_behind_a_bastion(fleet)
+    fleet_engine = FleetEngine(max_workers=WIDE_PARALLEL)
+    try:
+        seen = held_at_each_run_end(hosts, fleet_engine)
+        run = fleet_engine.up(values, secret)
+        run.raise_error()
+        peaks = fleet_engine.ssh.peak_dials()
+    finally:
+        fleet_engine.close()
+    assert set(peaks) == {hosts["bastion"].address} and peaks[hosts["bastion"].address] <= 9, peaks
+    assert dropped_dials(hosts, "bastion") == 0
+    MEASUREMENTS["1+16 behind a default bastion, --parallel 64, lanes: peak dials in flight"] = peaks[
+        hosts["bastion"].address
+    ]
     model = modelled(run, values, secret)
     measured = {name: count for name, count in seen.items() if name != "bastion"}
     assert measured == model.per_node, (measured, model.per_node)
