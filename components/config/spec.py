@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..acceptance.verdict import QUARANTINE_TAINT
 from . import checks, formats
@@ -128,6 +128,12 @@ class ClusterSpec:
                 )
 
 
+def max_startups_setting(doc: str) -> Any:
+    """An sshd's MaxStartups as a stack declares it: the dial lanes (components/cluster/connection.py) are one
+    fewer, so it is at least 2."""
+    return setting(10, doc=doc, check=checks.between(2, 100000))
+
+
 @dataclass(frozen=True)
 class BastionSpec:
     host: str = setting(doc="Bastion (jump host) address.", check=checks.host)
@@ -138,12 +144,10 @@ class BastionSpec:
         doc="Pinned SSH host key of the bastion; required unless ssh.insecureIgnoreHostKeys.",
         check=formats.ssh_host_key,
     )
-    max_startups: int = setting(
-        10,
-        doc="The bastion sshd's `MaxStartups` (its first number; OpenSSH's default 10). Every step dials through the"
+    max_startups: int = max_startups_setting(
+        "The bastion sshd's `MaxStartups` (its first number; OpenSSH's default 10). Every step dials through the"
         " bastion, so at most this many minus one run at once, whatever `pulumi up --parallel` is: a dial past it"
-        " may be dropped. Raise it on the bastion for a large fleet, then here.",
-        check=checks.between(2, 100000),
+        " may be dropped. Raise it on the bastion for a large fleet, then here."
     )
 
     @property
@@ -177,12 +181,10 @@ class SshSpec:
         doc="Dial attempts before a host is reported unreachable (pulumi-command's dialErrorLimit is this minus one).",
         check=checks.between(1, 100),
     )
-    max_startups: int = setting(
-        10,
-        doc="The nodes' sshd `MaxStartups` (its first number; OpenSSH's default 10): at most this many minus one"
+    max_startups: int = max_startups_setting(
+        "The nodes' sshd `MaxStartups` (its first number; OpenSSH's default 10): at most this many minus one"
         " steps run on one node at once, whatever `pulumi up --parallel` is (see ssh.bastion.maxStartups behind a"
-        " bastion).",
-        check=checks.between(2, 100000),
+        " bastion)."
     )
     insecure_ignore_host_keys: bool = setting(
         False, doc="DANGER: accept any SSH host key (no `hostKey` per node or bastion). Only for throwaway labs."
