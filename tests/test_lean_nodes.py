@@ -54,14 +54,15 @@ scripts (51 KB), and joins read the join credentials (token and CA hash) instead
 36.5 KB; each command checks the files it sources against their content hashes: 37.5 KB. Left: each
 command's settings (the preparation's containerd and kubelet settings, ~6 KB, twice) and the SSH key in each of
 the node's five connections (~2 KB each)."""
-MAX_EDGES_PER_NODE = 14.0
+MAX_EDGES_PER_NODE = 15.0
 """9.8 with the merged command; layers that wait on the GPU Operator component wait on each GPU node's label
 patch inside it (the upgrade steps and the monitoring layers added such waits): 15.75; the preparation waits
 for the preflight that installs the library it sources: 16.75; without the separate kubelet restart (and its
 batch gates) and the preflight of nodes without GPUs: 11.25; the first command of each node waits for its copy
 of the scripts: 12.25; acceptance reads each GPU node's preflight (a host driver change retests the node): 13.0;
 the dial lanes (at most MaxStartups - 1 steps dialling one host at once) chain each worker's drain marker on the
-first control plane to the marker 9 before it: 13.94."""
+first control plane to the marker 9 before it: 13.94; each preparation waits for the refusals read from the
+last deployment (the stack's own reference), so a refused change runs nothing on any node: 14.94."""
 
 UNKNOWN = "[computed]"
 """What the plan records for a value known only once another step ran."""

@@ -70,11 +70,27 @@ class KubeadmCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         for warning in spec_warnings(spec):
             warn(warning.path, warning.message, resource=self)
+        # This stack's last deployment (none before the first): the control planes, the Kubernetes version, the
+        # certificates' dates and the join credentials' record.
+        own_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+        previous = pulumi.StackReference(own_stack, opts=child)
+        self.previous = previous
+        # Removing, demoting or reordering the control planes, and a version the cluster cannot go to, are refused
+        # before any node's preparation is decided: in a preview, and as much in `up --skip-preview` or the
+        # Automation API (the engine's own `protect` would stop only after the deletes that depend on it; the
+        # upgrade's preflight only after the preparations switched their package repositories).
+        control_planes_checked = pulumi.Output.all(
+            previous.get_output(CONTROL_PLANES_OUTPUT), previous.get_output(WORKERS_OUTPUT)
+        ).apply(partial(_refuse_control_plane_change, spec))
+        version_checked = previous.get_output(VERSION_OUTPUT).apply(
+            partial(_refuse_version_change, spec.kubernetes_version)
+        )
+        refusals_passed = pulumi.Output.all(control_planes_checked, version_checked)
         preflights = preflight.commands if preflight is not None else {}
         prepared: dict[str, remote.Command] = {}
         for node in spec.nodes:
             first_step = preflights.get(node.name) or scripts.copies[node.name]
-            prepared[node.name] = prepare_node(spec, node, self, after=[first_step])
+            prepared[node.name] = prepare_node(spec, node, self, after=[first_step], gate=refusals_passed)
             if looks_in_preparation(spec, node):
                 report_undeclared_gpus(spec, node, prepared[node.name])
 
@@ -82,16 +98,6 @@ class KubeadmCluster(pulumi.ComponentResource):
             # A control plane is ready for init/join once it also serves the VIP.
             prepared.update(ApiVip(spec, prepared, opts=child).steps)
         first, *other_control_planes = spec.control_planes
-        # This stack's last deployment (none before the first): the control planes, the certificates' dates and
-        # the join credentials' record.
-        own_stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-        previous = pulumi.StackReference(own_stack, opts=child)
-        self.previous = previous
-        # Removing, demoting or reordering the control planes is refused before the first control plane's step
-        # is decided (the engine's own `protect` would stop only after the deletes that depend on it).
-        control_planes_checked = pulumi.Output.all(
-            previous.get_output(CONTROL_PLANES_OUTPUT), previous.get_output(WORKERS_OUTPUT)
-        ).apply(partial(_refuse_control_plane_change, spec))
         control_plane = FirstControlPlane(spec, first, prepared[first.name], control_planes_checked, opts=child)
 
         last_control_plane_join: pulumi.Resource = control_plane.init
@@ -130,9 +136,10 @@ class KubeadmCluster(pulumi.ComponentResource):
         # every node is in the cluster.
         care = ClusterCare(spec, self._members(control_plane, joins), opts=child)
         # The version every node runs, exported once the last upgrade stage succeeded (a failed up keeps the one
-        # before); a version the cluster cannot go to from it is refused here, at preview, naming the key.
-        checked = previous.get_output(VERSION_OUTPUT).apply(partial(_refuse_version_change, spec.kubernetes_version))
-        self.version_record = pulumi.Output.all(checked, *(step.id for step in care.upgraded)).apply(lambda v: v[0])
+        # before).
+        self.version_record = pulumi.Output.all(version_checked, *(step.id for step in care.upgraded)).apply(
+            lambda v: v[0]
+        )
         # Recorded once every control plane is in (a failed up keeps the previous record).
         control_plane_steps = [control_plane.init, *(joins[n.name].join for n in other_control_planes)]
         self.control_planes_record = pulumi.Output.all(

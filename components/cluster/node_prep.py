@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 from pulumi_command import remote
@@ -13,11 +14,24 @@ from .node_command import step_command
 
 
 def prepare_node(
-    spec: Spec, node: NodeSpec, parent: pulumi.Resource, after: Sequence[pulumi.Resource] = ()
+    spec: Spec,
+    node: NodeSpec,
+    parent: pulumi.Resource,
+    after: Sequence[pulumi.Resource] = (),
+    gate: pulumi.Output[Any] | None = None,
 ) -> remote.Command:
     """What must wait for the node waits for this. The steps always run together, so a component and a
     resource per step would only add state and dependency edges (13 resources a node, before). `after`: what
-    must run on the node first (its copy of the script files, or the GPU preflight that waited for it)."""
+    must run on the node first (its copy of the script files, or the GPU preflight that waited for it). `gate`:
+    an output the preparation's script waits for; one that fails (a refused change) fails the preparation before
+    it is registered, so nothing runs on the node."""
+    step = prepare_step(spec, node)
     return step_command(
-        f"{node.name}-{PREPARE_STEP}", spec, node, prepare_step(spec, node), parent=parent, depends_on=after
+        f"{node.name}-{PREPARE_STEP}",
+        spec,
+        node,
+        step,
+        parent=parent,
+        depends_on=after,
+        rendered=gate.apply(lambda _: step) if gate is not None else None,
     )
