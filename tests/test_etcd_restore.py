@@ -34,6 +34,7 @@ from components.render.shell import SCRIPTS
 
 from .conftest import load_spec, stack_values
 from .markers import slow_work
+from .python_source import parse_python
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -432,7 +433,7 @@ def test_no_step_runs_a_tool_the_etcd_image_lacks() -> None:
     stub = Path(__file__).parent / "fleet" / "stubs" / "etcd.py"
     (binaries,) = [
         ast.literal_eval(node.value)
-        for node in ast.parse(stub.read_text()).body
+        for node in parse_python(stub).body
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "IMAGE_BINARIES"
     ]
     assert binaries == ("etcd", "etcdctl")

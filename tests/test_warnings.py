@@ -29,6 +29,7 @@ from components.config.schema import Problems
 from components.plan.__main__ import main as plan_main
 
 from .conftest import PROJECT
+from .python_source import parse_python
 
 pytestmark = pytest.mark.xdist_group("warnings")  # the cases once: the site check reads what they reached
 
@@ -218,7 +219,7 @@ def _sites() -> set[tuple[str, int]]:
     for path in COMPONENTS.rglob("*.py"):
         if path.name == "warnings.py" and path.parent == COMPONENTS:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_python(path)):
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")

@@ -851,8 +851,8 @@ class FleetEngine:
         program_run: ProgramRun | None = None
         error: BaseException | None = None
         # Garbage collection only in this thread: a failed run leaves futures whose finalizers log their
-        # exceptions; formatted concurrently from worker threads, Python 3.11's traceback carets (ast.parse)
-        # corrupt the AST recursion counter and every later ast.parse in the process fails (SystemError).
+        # exceptions; a collection inside another thread's ast.parse would format those tracebacks there, and
+        # Python 3.11's carets (ast.parse again) reset the AST recursion counter under it (tests/python_source.py).
         gc.disable()
         clock = self.clock
         program_clock = (
