@@ -11,11 +11,10 @@ from components.cluster.existing_cluster import ExistingCluster
 from components.cluster.gpu_preflight import GpuPreflight
 from components.cluster.kubeadm_cluster import KubeadmCluster
 from components.cluster.node_scripts import NodeScripts
-from components.config.acceptance import acceptance_wanted, prepull_sets
+from components.config.derived import acceptance_wanted, fault_mode, monitoring_wanted, prepull_sets
 from components.config.load import spec_from_pulumi
-from components.config.monitoring import fault_mode, monitoring_wanted
 from components.config.schema import ConfigError
-from components.platform.acceptance import Acceptance
+from components.cluster.acceptance import Acceptance
 from components.platform.cni import Cni
 from components.platform.gpu_health import GpuHealth
 from components.platform.gpu_operator import GpuOperator
@@ -35,12 +34,15 @@ from components.render.control_planes import WORKERS_OUTPUT
 from components.render.gpu_operator import preflight_runs
 from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from components.render.upgrade import VERSION_OUTPUT
+from components.warnings import given
 
 try:
-    spec = spec_from_pulumi()
+    spec, config_warnings = spec_from_pulumi()
 except ConfigError as error:
     # RunError: Pulumi reports the message without a Python traceback.
     raise pulumi.RunError(error.report()) from None
+for warning in config_warnings:
+    given(str(warning))
 
 # 0. Each node's copy of the script files its steps source, then the read-only GPU preflight on every GPU node
 #    (the others look for GPUs in their preparation); what it finds decides the GPU Operator's driver mode.

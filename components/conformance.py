@@ -24,10 +24,11 @@ from typing import Any
 import yaml
 
 from .config import checks
-from .config.conformance import gateway_api_setting, lost_musts
+from .config.derived import GPU_TAINT, custom_metric_deployments, lost_musts, monitoring_wanted
 from .config.gpu import MIG_CONFIG_LABEL
-from .config.monitoring import custom_metric_deployments, monitoring_wanted
-from .config.spec import GPU_TAINT, Spec
+from .config.serving import gateway_wanted
+from .config.spec import Spec
+from .config.stack_cli import PROJECT_ROOT
 from .render import gpu_operator as gpu_render
 from .render.kueue import integrations, wait_for_pods_ready
 from .render.monitoring import (
@@ -39,7 +40,6 @@ from .render.monitoring import (
     scrape_monitors,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES_ENV = "MLCLUSTER_AI_CONFORMANCE_TEMPLATES"
 DEFAULT_TEMPLATES = PROJECT_ROOT.parent / "shared" / "fixtures" / "upstream" / "conformance" / "cncf-k8s-ai-conformance"
 _TEMPLATE_NAME = re.compile(r"AIConformance-1\.(\d+)\.yaml")
@@ -168,15 +168,7 @@ def _ai_inference(spec: Spec) -> Assessment:
         " InferenceService CRD and controller",
         "docs/serving.md",
     ]
-    gateway = gateway_api_setting(spec)
-    if gateway is None:
-        return Assessment(
-            PARTIALLY,
-            evidence,
-            "KServe serves the models, but this version of mlcluster installs no Gateway API implementation in front"
-            " of them (weighted splits and header routing need one).",
-        )
-    wanted, key = gateway
+    wanted, key = gateway_wanted(spec.kserve), "kserve.gateway.enabled"
     if not wanted:
         return Assessment(NOT_IMPLEMENTED, evidence, f"{key} is off: inference services are not behind a Gateway.")
     evidence.insert(
@@ -445,7 +437,7 @@ def write_pack(spec: Spec, out: Path, *, stack: str, directory: Path | None = No
 
 def main(argv: list[str] | None = None) -> int:
     # The plan CLI's stack arguments, loader and error report (the module imports pulumi).
-    from .plan.__main__ import add_stack_arguments, spec_or_report, stack_path_and_name
+    from .config.stack_cli import add_stack_arguments, spec_or_report, stack_path_and_name
 
     parser = argparse.ArgumentParser(prog="python -m components.conformance", description=__doc__.split("\n\n")[0])
     add_stack_arguments(parser)

@@ -89,7 +89,7 @@ def onprem() -> Spec:
 
 def test_one_job_per_gpu_node_pinned_with_the_taints_tolerated(onprem: Spec) -> None:
     template = render.dump_all([render.job_template(onprem, 1200, multi_gpu=True)])
-    for node in render.tested_nodes(onprem):
+    for node in render.tested_nodes(onprem.nodes):
         assert node.gpu is not None
         job = yaml.safe_load(render.fill_job(template, node.name, node.gpu.count))
         assert kubernetes_errors(job, onprem.kubernetes_version) == [], node.name

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pulumi.runtime import mocks as pulumi_mocks
 
+from components.config.nodes import GPU_MODEL_LABEL
 from components.config.providers import END, START, cluster_defaults, defaults_table
 from components.config.schema import ConfigError
-from components.config.spec import GPU_MODEL_LABEL
 from components.plan.engine import SECRET, PreviewMocks
 
 from .conftest import PROJECT, load_spec, stack_values

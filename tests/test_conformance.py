@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from components import conformance
-from components.config.conformance import lost_musts
+from components.config.derived import lost_musts
 from components.config.load import spec_and_warnings
 from components.config.schema import ConfigError
 from components.render.gpu_operator import dra_driver_values, gpu_operator_values

@@ -13,7 +13,8 @@ import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 
 from components.config.checks import parse_taint
-from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
+from components.config.derived import GPU_TAINT
+from components.config.nodes import GPU_MODEL_LABEL
 from components.plan.engine import run_program
 from components.render.gpu_operator import (
     config_warnings,
@@ -144,7 +145,7 @@ def test_a_misspelled_key_in_our_values_fails_the_check(path, misspelled) -> Non
 def test_gpu_nodes_taint_and_label_match_what_the_operator_tolerates() -> None:
     spec = parse(gpu_values())
     gpu_node = spec.nodes[2]
-    assert GPU_TAINT in node_taints(spec, gpu_node) and node_labels(gpu_node)[GPU_MODEL_LABEL] == "H100-SXM-80GB"
+    assert GPU_TAINT in node_taints(spec.nodes, gpu_node) and node_labels(gpu_node)[GPU_MODEL_LABEL] == "H100-SXM-80GB"
     upstream = chart_values(*UPSTREAM_GPU_OPERATOR)
     # The operator's DaemonSets and NFD's worker must run on tainted GPU nodes: their upstream tolerations do.
     assert gpu_taint_toleration() in upstream["daemonsets"]["tolerations"]
@@ -424,7 +425,7 @@ def test_kueue_flavors_select_and_tolerate_the_gpu_nodes_we_label_and_taint() ->
     assert flavors, "the onprem stack has GPU flavors"
     upstream = chart_values(*UPSTREAM_GPU_OPERATOR)
     for node in (n for n in spec.nodes if n.gpu is not None):
-        labels, taints = node_labels(node), node_taints(spec, node)
+        labels, taints = node_labels(node), node_taints(spec.nodes, node)
         assert GPU_TAINT in taints
         selecting = [f for f in flavors if f["spec"]["nodeLabels"].items() <= labels.items()]
         assert len(selecting) == 1, node.name

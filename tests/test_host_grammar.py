@@ -104,7 +104,7 @@ def test_an_accepted_host_is_an_address_or_an_ascii_dns_name(value: str) -> None
     if checks.host(value) is not None:
         return
     assert value.isascii() and "%" not in value
-    if checks.is_ip(value):
+    if formats.is_ip(value):
         # What the reader parses back is what was written (no zone, no other spelling of an IPv4 address).
         assert formats.dns_key(value) == str(ipaddress.ip_address(value)) or value.startswith("::ffff:")
         return

@@ -502,7 +502,7 @@ def test_keda_renders_with_its_crds_and_the_external_metrics_api() -> None:
 
 
 def test_each_version_holds_its_gpus_outside_kueue() -> None:
-    from components.config.kueue_inventory import unqueued_gpus
+    from components.config.derived import unqueued_gpus
 
     # chat: 1 GPU x minReplicas 1 x 2 versions; Kueue's quota check must count both.
     assert unqueued_gpus(canary_spec())["endpoint chat"] == 2

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import yaml
+from components.config.rules import kueue_inventory
 
-from components.config.kueue_inventory import check_inventory, gpu_flavors
+from components.config.derived import gpu_flavors
 from components.config.load import spec_from_values
 from components.config.schema import ConfigError, Problems
 from components.config.spec import Spec
@@ -129,7 +130,7 @@ def findings(
         warned = [str(p) for p in error.problems.warnings if "AI Conformance" not in p.message]
         return [str(p) for p in error.problems.errors], warned
     problems = Problems()
-    check_inventory(spec, problems)
+    kueue_inventory(spec, problems)
     return [], [str(p) for p in problems.warnings]
 
 

@@ -17,8 +17,9 @@ import promql_parser
 import pytest
 import yaml
 
+from components.config.derived import fault_mode, monitoring_wanted
 from components.config.load import spec_and_warnings
-from components.config.monitoring import FaultMode, fault_mode, monitoring_wanted
+from components.config.monitoring import FaultMode
 from components.config.schema import ConfigError
 from components.config.spec import Spec
 from components.render import monitoring

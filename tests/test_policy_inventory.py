@@ -1,7 +1,7 @@
 """The policy pack's `kueue-quotas-within-inventory` and the stack's validation agree, over generated inventories.
 
 Both read one number per flavor and resource: validation counts the devices (GPUs × MIG slices × time-slicing
-replicas, components/config/kueue_inventory.py) and the program writes them on the flavor; the policy reads them
+replicas, components/config/derived.py) and the program writes them on the flavor; the policy reads them
 there. Generated stacks mix GPU models, counts, MIG layouts (single-profile and custom), MIG strategies,
 time-slicing, DRA and a cohort:
 - a stack validation accepts passes the policy (on the flavors and ClusterQueues the program renders for it);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from components.config.spec import GPU_TAINT
+from components.config.derived import GPU_TAINT
 from components.plan.engine import COMPUTED, SECRET
 from components.render.shell import script_of_command, split_parts
 

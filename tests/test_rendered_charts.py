@@ -14,8 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.config.scheduling import GPU_TAINT
-from components.config.spec import GPU_MODEL_LABEL
+from components.config.derived import GPU_TAINT
+from components.config.nodes import GPU_MODEL_LABEL
 from components.render.images import containerd_root
 from components.render.kueue import integrations
 from components.render.scheduling import (

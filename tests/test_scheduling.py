@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from components.config.derived import CONTROL_PLANE_TAINT, GPU_TAINT, node_taints, platform_tolerations
 from components.config.load import spec_and_warnings
-from components.config.scheduling import CONTROL_PLANE_TAINT, GPU_TAINT, node_taints, platform_tolerations
 from components.config.schema import ConfigError
 from components.render.gpu_operator import gpu_operator_values
 from components.render.images import pull_await_seconds
@@ -28,13 +28,13 @@ def spec_of(variant: str) -> Any:
 def test_one_node_lab_is_left_untainted_and_needs_no_tolerations() -> None:
     spec = spec_of("one-node-lab")
     [node] = spec.nodes
-    assert node.gpu is not None and node_taints(spec, node) == []
+    assert node.gpu is not None and node_taints(spec.nodes, node) == []
     assert platform_tolerations(spec) == []
 
 
 def test_all_gpu_workers_give_the_platform_the_gpu_toleration() -> None:
     spec = spec_of("all-gpu-workers")
-    assert all(GPU_TAINT in node_taints(spec, n) for n in spec.nodes if n.gpu is not None)
+    assert all(GPU_TAINT in node_taints(spec.nodes, n) for n in spec.nodes if n.gpu is not None)
     assert platform_tolerations(spec) == [GPU_TOLERATION]
     cert_manager = cert_manager_release(spec).values
     for path in ("tolerations", "webhook", "cainjector", "startupapicheck"):
@@ -74,14 +74,14 @@ def test_a_dedicated_gpu_control_plane_alone_keeps_only_its_own_taint_and_the_pl
     values["nodes"][0]["roles"] = ["control-plane"]
     values["kueue"]["enabled"] = False  # GPUs of a control-plane-only node are in no Kueue flavor (docs/kueue.md)
     spec = load_spec(values, secret)
-    assert node_taints(spec, spec.nodes[0]) == [CONTROL_PLANE_TAINT]
+    assert node_taints(spec.nodes, spec.nodes[0]) == [CONTROL_PLANE_TAINT]
     assert platform_tolerations(spec) == [CONTROL_PLANE_TOLERATION]
     assert cert_manager_release(spec).values["webhook"]["tolerations"] == [CONTROL_PLANE_TOLERATION]
 
 
 def test_gpu_workers_are_preferred_over_control_planes() -> None:
     spec = spec_of("all-gpu-workers")
-    assert all(node_taints(spec, n) == [CONTROL_PLANE_TAINT] for n in spec.nodes if n.gpu is None)
+    assert all(node_taints(spec.nodes, n) == [CONTROL_PLANE_TAINT] for n in spec.nodes if n.gpu is None)
     assert CONTROL_PLANE_TOLERATION not in platform_tolerations(spec)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components.config import checks
-from components.config.kueue_topology import topology_labels
+from components.config.derived import topology_labels
 from components.config.spec import Spec
 from components.render.kueue import TOPOLOGY_NAME, kueue_objects, training_topology_annotations
 from components.render.workloads import pytorch_job, train_job, training_job, workload_manifests
@@ -102,7 +102,7 @@ def test_two_rack_stack_renders_a_topology_and_topology_flavor_valid_upstream() 
 
 def test_gpu_nodes_get_their_rack_and_block_as_labels_the_kubelet_may_set() -> None:
     spec = onprem()
-    labels = {n.name: topology_labels(spec, n) for n in spec.nodes}
+    labels = {n.name: topology_labels(spec.kueue.topology, n) for n in spec.nodes}
     assert labels["gpu-1"] == labels["gpu-2"] == {BLOCK: "b1", RACK: "r07"}
     assert labels["gpu-3"] == labels["gpu-4"] == {BLOCK: "b1", RACK: "r08"}
     assert labels["cpu-1"] == labels["cp-1"] == {}
@@ -157,7 +157,10 @@ def test_without_kueue_topology_a_nodes_topology_is_labels_under_the_default_key
         values["kueue"].pop("topology")
 
     spec = onprem(nodes_stack)
-    assert topology_labels(spec, next(n for n in spec.nodes if n.name == "gpu-3")) == {BLOCK: "b1", RACK: "r08"}
+    assert topology_labels(spec.kueue.topology, next(n for n in spec.nodes if n.name == "gpu-3")) == {
+        BLOCK: "b1",
+        RACK: "r08",
+    }
     assert not by_kind(kueue_objects(spec), "Topology")
     platform = parse(existing({"topology": {"levels": ["block", "rack"]}}))
     assert platform.kueue.topology is not None
@@ -169,7 +172,7 @@ def test_no_topology_renders_no_topology_objects() -> None:
     objects = kueue_objects(spec)
     assert not by_kind(objects, "Topology")
     assert all("topologyName" not in f["spec"] for f in by_kind(objects, "ResourceFlavor").values())
-    assert all(topology_labels(spec, n) == {} for n in spec.nodes)
+    assert all(topology_labels(spec.kueue.topology, n) == {} for n in spec.nodes)
 
 
 def test_kueue_off_asks_no_topology_of_the_workloads() -> None:
@@ -196,7 +199,11 @@ def test_custom_labels_and_a_hostname_level_given_last() -> None:
     assert labels == ["topology.kubernetes.io/zone", BLOCK, "example.com/rack", HOSTNAME]
     assert kueue_crd_errors(datacenter) == [] and cel_errors(datacenter) == []
     gpu = next(n for n in spec.nodes if n.name == "gpu-3")
-    assert topology_labels(spec, gpu) == {"topology.kubernetes.io/zone": "dc1", BLOCK: "b1", "example.com/rack": "r08"}
+    assert topology_labels(spec.kueue.topology, gpu) == {
+        "topology.kubernetes.io/zone": "dc1",
+        BLOCK: "b1",
+        "example.com/rack": "r08",
+    }
     assert training_topology_annotations(spec) == {PREFERRED: "example.com/rack"}
 
 

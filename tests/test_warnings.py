@@ -209,7 +209,7 @@ AT_UP_ONLY = {
     # Sites only a deployed cluster can trigger, and the test that shows their warning.
     "components/cluster/gpu_preflight.py": "tests/test_gpu_operator.py (preflight outputs of a previous up)",
     "components/cluster/certificates.py": "tests/fleet/test_certificates.py (the certificates' dates of a deployment)",
-    "components/platform/acceptance.py": "tests/test_acceptance_render.py (nodes the last up's acceptance failed)",
+    "components/cluster/acceptance.py": "tests/test_acceptance_render.py (nodes the last up's acceptance failed)",
 }
 
 

@@ -9,8 +9,9 @@ from typing import TypeVar
 import pulumi
 from pulumi_command import remote
 
+from ..config.nodes import NodeSpec
 from ..config.schema import Secret
-from ..config.spec import NodeSpec, Spec
+from ..config.spec import Spec
 
 _KEY: ContextVar[tuple[Secret, pulumi.Output[str]] | None] = ContextVar("mlcluster_ssh_key", default=None)
 """The SSH key as one secret Output for the program run (a run is one context): every connection shares it

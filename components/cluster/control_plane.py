@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pulumi
 
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.node_steps import admin_kubeconfig_step, init_step
 from .node_command import step_command
 

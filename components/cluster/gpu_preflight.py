@@ -9,7 +9,8 @@ from __future__ import annotations
 import pulumi
 from pulumi_command import remote
 
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.gpu_operator import (
     PREFLIGHT_STEP,
     PreflightResult,

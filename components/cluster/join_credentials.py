@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_command import remote
 
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.certificates import PLAN_APPLIES_UNTIL
 from ..render.join_credentials import OUTPUT, MintDecision, decide, record_from_output, record_output, window_end
 from ..render.node_steps import join_credentials_step, joining_nodes

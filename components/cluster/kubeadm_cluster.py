@@ -15,8 +15,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_command import remote
 
-from ..config.kueue_topology import topology_labels
-from ..config.spec import NodeSpec, Spec
+from ..config.derived import topology_labels
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.control_planes import OUTPUT as CONTROL_PLANES_OUTPUT
 from ..render.control_planes import (
     WORKERS_OUTPUT,
@@ -182,7 +183,7 @@ class KubeadmCluster(pulumi.ComponentResource):
         set (server-side apply would otherwise refuse it as a conflict with the kubelet's field manager)."""
         patches = {}
         for node in spec.nodes:
-            labels = topology_labels(spec, node)
+            labels = topology_labels(spec.kueue.topology, node)
             if not labels or node.gone:
                 continue
             patches[node.name] = k8s.core.v1.NodePatch(

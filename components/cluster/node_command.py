@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import pulumi
 from pulumi_command import remote
 
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.shell import NodeStep, remote_command
 from .connection import dial_lanes, node_connection, ssh_user
 

@@ -15,7 +15,8 @@ import pulumi
 from pulumi.resource import create_urn
 from pulumi_command import remote
 
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.node_steps import drain_on_removal_step, join_step
 from .join_credentials import JoinCredentials
 from .node_command import step_command

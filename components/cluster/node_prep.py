@@ -8,7 +8,8 @@ from typing import Any
 import pulumi
 from pulumi_command import remote
 
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.node_steps import PREPARE_STEP, prepare_step
 from .node_command import step_command
 

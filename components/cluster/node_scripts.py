@@ -20,7 +20,8 @@ from pathlib import Path
 import pulumi
 from pulumi_command import remote
 
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from ..render.shell import STORE, store_catalog
 from .connection import dial_lanes, node_connection
 

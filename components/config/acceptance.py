@@ -7,7 +7,7 @@ the rest says where and with what the tests run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ..acceptance.spec import (
     ANY,
@@ -19,11 +19,7 @@ from ..acceptance.spec import (
 )
 from . import checks
 from .formats import image_reference
-from .images import ImageSetSpec, ImageSpec
 from .schema import Problems, join_path, setting
-
-if TYPE_CHECKING:
-    from .spec import NodeSpec, Spec
 
 DEFAULT_DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
 """The DCGM the pinned GPU Operator chart runs (its values' dcgm.version; tests/test_acceptance_render.py keeps the
@@ -153,20 +149,6 @@ class AcceptanceSettings:
                 )
 
 
-def acceptance_wanted(spec: Spec) -> bool:
-    """On by default where it can run: a kubeadm stack with GPU nodes and the GPU Operator that exposes them."""
-    settings = spec.acceptance
-    has_gpus = any(node.gpu is not None and not node.gone for node in spec.nodes)
-    default = spec.cluster.mode == "kubeadm" and has_gpus and spec.gpu_operator.enabled
-    return default if settings.enabled is None else settings.enabled
-
-
-def multi_node_fabric(spec: Spec) -> str:
-    if spec.acceptance.fabric is not None:
-        return spec.acceptance.fabric
-    return "rdma" if spec.network.rdma.enabled else "tcp"
-
-
 def loopback_fabric(model: str) -> str:
     """`nvlink` for SXM-board models, `pcie` for the rest (and for names that say PCIe or NVL)."""
     upper = model.upper()
@@ -175,32 +157,5 @@ def loopback_fabric(model: str) -> str:
     return "nvlink" if upper.startswith(NVLINK_MODELS) else "pcie"
 
 
-def tested_nodes(spec: Spec) -> tuple[NodeSpec, ...]:
-    """The GPU nodes acceptance tests: every node with a `gpu` section that has not `gone`."""
-    return tuple(node for node in spec.nodes if node.gpu is not None and not node.gone)
-
-
-def validate_acceptance(spec: Spec, problems: Problems) -> None:
-    settings = spec.acceptance
-    if settings.enabled and not spec.gpu_operator.enabled:
-        problems.error("acceptance.enabled", "is true, but gpuOperator.enabled is false: nothing exposes the GPUs")
-    if settings.enabled and not tested_nodes(spec):
-        problems.error("acceptance.enabled", "is true, but no node has a gpu section: there is nothing to test")
-    if any(s.name == ACCEPTANCE_IMAGE_SET for s in spec.images.prepull) and acceptance_wanted(spec):
-        problems.error(
-            "images.prepull",
-            f'has a set named "{ACCEPTANCE_IMAGE_SET}", the name of the set acceptance pre-pulls its images with:'
-            " rename yours",
-        )
-
-
 ACCEPTANCE_IMAGE_SET = "acceptance"
-
-
-def prepull_sets(spec: Spec) -> tuple[ImageSetSpec, ...]:
-    """The stack's pre-pulled image sets, and where acceptance runs, its two images on the GPU nodes: a wave then
-    starts its tests without a cold pull of several GB on every node at once."""
-    if not acceptance_wanted(spec):
-        return spec.images.prepull
-    images = (ImageSpec(image=spec.acceptance.dcgm_image), ImageSpec(image=spec.acceptance.nccl_tests_image))
-    return (*spec.images.prepull, ImageSetSpec(name=ACCEPTANCE_IMAGE_SET, images=images, nodes="gpu"))
+"""The pre-pulled image set acceptance adds for its two images (derived.prepull_sets): no stack's set may take it."""

@@ -6,13 +6,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from . import checks
-from .schema import Problems, join_path, setting
-
-if TYPE_CHECKING:
-    from .spec import Spec
+from .schema import setting
 
 DEFAULT_PORT = 8443
 """The API servers bind 6443 on every address of their node, the VIP included: the load balancer in front of them
@@ -31,7 +27,7 @@ NODE_PORT_RANGE = (30000, 32767)
 _INTERFACE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}", re.ASCII)
 
 
-def _vip(value: str) -> str | None:
+def vip_problem(value: str) -> str | None:
     try:
         interface = ipaddress.ip_interface(value)
     except ValueError:
@@ -73,7 +69,7 @@ class ApiVipSpec:
         doc="The VIP and the prefix length of the control planes' subnet, e.g. `10.0.0.100/24`: a free IPv4 address"
         " on the network the control planes share (layer 2: VRRP moves it by ARP). It becomes the"
         " controlPlaneEndpoint, an API server certificate SAN and every kubeconfig's server.",
-        check=_vip,
+        check=vip_problem,
     )
     port: int = setting(
         DEFAULT_PORT,
@@ -102,54 +98,3 @@ class ApiVipSpec:
     @property
     def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         return ipaddress.ip_interface(self.address).network
-
-
-def validate_api_vip(spec: Spec, problems: Problems) -> None:
-    """What only the whole stack can tell: enough control planes, all on the VIP's subnet, and an endpoint that
-    agrees with the VIP."""
-    vip = spec.cluster.api_vip
-    if vip is None or _vip(vip.address) is not None:
-        return
-    path = "cluster.apiVip"
-    control_planes = spec.control_planes
-    if len(control_planes) < 2:
-        problems.error(
-            join_path(path, "address"),
-            f"needs at least 2 control-plane nodes (the stack has {len(control_planes)}): a VIP that can only sit on"
-            " one node adds a failure and no availability; use that node's address, or add control planes",
-        )
-    for index, node in enumerate(spec.nodes):
-        if checks.is_ip(node.host) and node.host == vip.ip:
-            problems.error(
-                join_path(path, "address"), f"{vip.ip} is nodes[{index}].host: the VIP must be a free address"
-            )
-        if not node.is_control_plane or not checks.is_ip(node.host):
-            continue  # a DNS-named control plane is checked on the node: the VIP's route must need no gateway
-        if ipaddress.ip_address(node.host) not in vip.network:
-            problems.error(
-                f"nodes[{index}].host",
-                f'"{node.host}" is outside cluster.apiVip\'s subnet {vip.network}: keepalived moves the VIP only among'
-                " control planes on one network (VRRP and ARP do not cross a router)",
-            )
-    endpoint = spec.cluster.control_plane_endpoint
-    if endpoint:
-        host, port = _split_endpoint(endpoint)
-        if checks.is_ip(host) and host != vip.ip:
-            problems.error(
-                "cluster.controlPlaneEndpoint",
-                f'"{endpoint}" is another address than cluster.apiVip {vip.ip}: leave it unset (the VIP becomes the'
-                " endpoint) or give a DNS name that resolves to the VIP",
-            )
-        if port is not None and port != vip.port:
-            problems.error(
-                "cluster.controlPlaneEndpoint",
-                f'"{endpoint}" uses port {port}, but haproxy listens on cluster.apiVip.port {vip.port}',
-            )
-
-
-def _split_endpoint(endpoint: str) -> tuple[str, int | None]:
-    if endpoint.startswith("["):
-        host, _, rest = endpoint[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
-    host, _, port = endpoint.partition(":")
-    return host, int(port) if port.isdigit() else None

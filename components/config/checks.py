@@ -22,23 +22,10 @@ _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", re.AS
 _TAINT = re.compile(r"([^=:]+)(=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)", re.ASCII)
 
 
-def is_ip(value: str) -> bool:
-    """IPv4 in dotted decimal, or IPv6 without a zone id: `fe80::1%eth0` names an interface of the machine that
-    reads it, and whatever follows the `%` would reach kubeadm, etcd and Prometheus as it is (a link-local address
-    is no address for a node, an API endpoint or a mirror)."""
-    if "%" in value:
-        return False
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
-
-
 def host(value: str) -> str | None:
-    if is_ip(value) and formats.single_line(value) is None:
+    if formats.is_ip(value) and formats.single_line(value) is None:
         return None
-    if "%" in value and is_ip(value.split("%", 1)[0]):
+    if "%" in value and formats.is_ip(value.split("%", 1)[0]):
         return "is an IPv6 address with a zone id (%…), which names an interface of the machine reading it: no zone id"
     return formats.dns_name(value) or reads_as_written(value, "a host name")
 

@@ -66,6 +66,19 @@ SSH_KEY_TYPES = (
 )
 
 
+def is_ip(value: str) -> bool:
+    """IPv4 in dotted decimal, or IPv6 without a zone id: `fe80::1%eth0` names an interface of the machine that
+    reads it, and whatever follows the `%` would reach kubeadm, etcd and Prometheus as it is (a link-local address
+    is no address for a node, an API endpoint or a mirror)."""
+    if "%" in value:
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def single_line(value: str) -> str | None:
     """Any setting that ends up in a file or a command line: one line of printable text."""
     found = _CONTROL.search(value)
@@ -169,8 +182,6 @@ def http_url(value: str) -> str | None:
             "is not an http(s) URL such as https://mirror.example.internal: no user or password in it (credentials go"
             " in the secret setting beside it: a mirror's `authorization`, remote write's `username` and `password`)"
         )
-    from .checks import is_ip
-
     host = parts.hostname
     if not (is_ip(host) or not dns_name(host)) or (port is not None and not 1 <= port <= 65535):
         return "is not an http(s) URL such as https://mirror.example.internal (bad host or port)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import yaml
 
@@ -24,8 +24,6 @@ DERIVED_GPU_LABELS = {
 }
 """Labels mlcluster sets on GPU nodes from other settings: declared in nodes[].labels too, two writers would fight."""
 
-if TYPE_CHECKING:
-    from .spec import Spec
 
 DRA_MINIMUM_KUBERNETES = (1, 34)
 """resource.k8s.io/v1 (Dynamic Resource Allocation) is GA, and on by default, from Kubernetes 1.34."""
@@ -175,29 +173,3 @@ class GpuOperatorSpec:
             )
         if self.service_monitor and not self.dcgm_exporter:
             problems.error(join_path(path, "serviceMonitor"), "needs dcgmExporter: true")
-
-
-def validate_gpu(spec: Spec, problems: Problems) -> None:
-    """Rules between gpuOperator, the Kubernetes version and the nodes' gpu sections."""
-    gpu = spec.gpu_operator
-    if gpu.dra and checks.k8s_version(spec.kubernetes_version) is None:
-        major, minor, _ = checks.version_tuple(spec.kubernetes_version)
-        if (major, minor) < DRA_MINIMUM_KUBERNETES:
-            problems.error(
-                "gpuOperator.dra",
-                f"needs Kubernetes >= {'.'.join(map(str, DRA_MINIMUM_KUBERNETES))} (DRA is GA there);"
-                f" kubernetesVersion is {spec.kubernetes_version}",
-            )
-    for i, node in enumerate(spec.nodes):
-        if node.gpu is None:
-            continue
-        path = f"nodes[{i}].gpu"
-        if node.gpu.time_slicing_replicas is not None:
-            if gpu.dra:
-                problems.error(
-                    join_path(path, "timeSlicingReplicas"), "is a device-plugin setting: it does not apply with dra"
-                )
-            elif gpu.mig_strategy == "mixed":
-                problems.error(
-                    join_path(path, "timeSlicingReplicas"), "cannot be combined with gpuOperator.migStrategy mixed"
-                )

@@ -273,26 +273,6 @@ def _cpu_is_zero(value: str) -> bool:
     return float(re.sub(r"[^0-9.]", "", value) or 0) == 0
 
 
-def validate_nodes(cluster: KubeletSpec, nodes: list[tuple[int, Any]], problems: Problems) -> None:
-    """The same rules on every node after the merge, each error naming the node's key path.
-
-    A rule the cluster section already breaks is reported once, at the cluster key, unless the node sets
-    one of the keys the rule reads."""
-    cluster_breaks = {key for key, _, _ in tuning_problems(cluster)}
-    for index, node in nodes:
-        override: KubeletOverrideSpec | None = node.kubelet
-        if override is None:
-            continue
-        own = overridden_keys(override)
-        for key, message, reads in tuning_problems(effective_kubelet(cluster, override)):
-            if key in cluster_breaks and not own & reads:
-                continue
-            problems.error(
-                f"nodes[{index}].kubelet.{key}",
-                f"{message} on node {node.name} (its kubelet section merged over mlcluster:kubelet)",
-            )
-
-
 @dataclass(frozen=True)
 class ImageDiskSpec:
     device: str | None = setting(

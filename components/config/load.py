@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ..warnings import given
+from . import rules
 from .schema import (
     NAMESPACE,
     ConfigError,
@@ -20,7 +20,7 @@ from .schema import (
     Problems,
     config_key,
     join_path,
-    parse_section,
+    parse_whole,
     show,
 )
 from .spec import Spec
@@ -49,7 +49,9 @@ def spec_and_warnings(
     ctx = ParseContext(
         problems, is_secret_path or (lambda path: is_secret_key(top_level_key(path))), mode=_given_mode(values)
     )
-    spec = parse_section(Spec, values, "", ctx)
+    spec, whole = parse_whole(Spec, values, "", ctx)
+    if whole:
+        rules.validate(spec, problems)
     if problems.errors:
         raise ConfigError(problems)
     return spec, problems.warnings
@@ -80,8 +82,8 @@ def _decode(raw: Any) -> Any:
         return raw
 
 
-def spec_from_pulumi() -> Spec:
-    """The Spec of the running program's stack (real engine or mocks); warnings go to the engine's log."""
+def spec_from_pulumi() -> tuple[Spec, list[Problem]]:
+    """The Spec of the running program's stack (real engine or mocks) and the warnings about it."""
     import pulumi
     from pulumi.runtime import config as runtime_config
 
@@ -97,14 +99,11 @@ def spec_from_pulumi() -> Spec:
             values[key] = raw if _expects_text(key) else _decode(raw)
     is_secret_key: Callable[[str], bool] = lambda key: runtime_config.is_config_secret(prefix + key)  # noqa: E731
     plaintext = stack_file_of(Path.cwd(), pulumi.get_stack())
-    spec, warnings = spec_and_warnings(
+    return spec_and_warnings(
         values,
         is_secret_key,
         lambda path: is_secret_key(top_level_key(path)) and not (plaintext and plaintext.plaintext_at(path)),
     )
-    for warning in warnings:
-        given(str(warning))
-    return spec
 
 
 def _expects_text(key: str) -> bool:

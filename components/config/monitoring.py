@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from . import checks
 from .images import url
 from .schema import Problems, Secret, join_path, setting
-from .serving import InferenceDeploymentSpec, queue_endpoints
-
-if TYPE_CHECKING:
-    from .spec import Spec
 
 FaultMode = Literal["off", "observe", "cordon", "drain"]
 
@@ -72,103 +68,3 @@ class MonitoringSpec:
     fault_handling: FaultHandlingSpec = setting(
         default_factory=FaultHandlingSpec, doc="GPU fault handling: cordon and drain GPU nodes that fail."
     )
-
-
-def monitoring_wanted(spec: Spec) -> bool:
-    if spec.monitoring.enabled is not None:
-        return spec.monitoring.enabled
-    return spec.cluster.mode == "kubeadm"
-
-
-def fault_mode(spec: Spec) -> FaultMode:
-    mode = spec.monitoring.fault_handling.mode
-    if mode is not None:
-        return mode
-    if spec.cluster.mode != "kubeadm" or not spec.gpu_operator.enabled:
-        return "off"
-    # Quarantine's datastore takes its certificates from cert-manager, which mlcluster installs with KServe.
-    return "cordon" if spec.kserve.enabled else "observe"
-
-
-def custom_metric_deployments(spec: Spec) -> list[InferenceDeploymentSpec]:
-    """The kserve deployments whose HPA scales on a pods or external metric (a metrics adapter serves it)."""
-    if not spec.kserve.enabled:
-        return []
-    return [d for d in spec.kserve.deployments if d.autoscaling.metric in ("pods", "external")]
-
-
-def validate_monitoring(spec: Spec, problems: Problems) -> None:
-    """Rules between monitoring and the rest of the stack: storage, the GPU Operator, custom-metric HPAs."""
-    path = "monitoring"
-    if monitoring_wanted(spec):
-        if not spec.storage.enabled and not spec.cluster.defaults.default_storage_class:
-            # A default class installed outside mlcluster serves the claim; without one it stays Pending.
-            problems.warn(
-                join_path(path, "storageSize"),
-                "Prometheus' volume claim names no StorageClass (storage.enabled is false): it binds only if the"
-                " cluster has a default class installed some other way; set storage.enabled: true, or"
-                " monitoring.enabled: false",
-            )
-        if spec.gpu_operator.enabled and not spec.gpu_operator.dcgm_exporter:
-            problems.warn(
-                "gpuOperator.dcgmExporter",
-                "is false: the GPU dashboard and the GPU fault alerts get no data",
-            )
-    else:
-        for deployment in custom_metric_deployments(spec):
-            i = spec.kserve.deployments.index(deployment)
-            problems.warn(
-                f"kserve.deployments[{i}].autoscaling.metric",
-                f"scales on {deployment.autoscaling.metric_name}, which a metrics adapter must serve: mlcluster"
-                " installs prometheus-adapter with monitoring.enabled: true; without it the HPA reports no metric"
-                " unless you run an adapter yourself",
-            )
-    if monitoring_wanted(spec):
-        for deployment in custom_metric_deployments(spec):
-            # prometheus-adapter serves it from a Prometheus series of the same name (a selector and a regex).
-            problem = checks.prometheus_metric_name(str(deployment.autoscaling.metric_name))
-            if problem is not None:
-                i = spec.kserve.deployments.index(deployment)
-                problems.error(
-                    f"kserve.deployments[{i}].autoscaling.metricName",
-                    f'"{deployment.autoscaling.metric_name}" {problem}: prometheus-adapter (monitoring) serves the HPA'
-                    " the Prometheus series of that name",
-                )
-    _validate_queue_endpoints(spec, problems)
-    mode = spec.monitoring.fault_handling.mode
-    if mode not in (None, "off") and not spec.gpu_operator.enabled:
-        problems.error(
-            join_path(path, "faultHandling.mode"),
-            f"{mode} reads GPU health from the GPU Operator's DCGM: set gpuOperator.enabled: true, or mode: off",
-        )
-    elif mode in ("cordon", "drain") and not spec.kserve.enabled:
-        problems.error(
-            join_path(path, "faultHandling.mode"),
-            f"{mode} needs cert-manager (NVSentinel's quarantine datastore takes its certificates from it), which"
-            " mlcluster installs with KServe: set kserve.enabled: true, or mode: observe",
-        )
-
-
-def _validate_queue_endpoints(spec: Spec, problems: Problems) -> None:
-    """KEDA reads an endpoint's queue from this stack's Prometheus, and takes the external metrics API for itself."""
-    queued = queue_endpoints(spec.kserve)
-    for endpoint in queued if not monitoring_wanted(spec) else []:
-        i = spec.kserve.endpoints.index(endpoint)
-        problems.error(
-            f"kserve.endpoints[{i}].autoscaling.metric",
-            f"{endpoint.autoscaling.metric} scales through KEDA on a Prometheus query, and Prometheus comes with"
-            " monitoring: set monitoring.enabled: true, or scale on cpu or memory",
-        )
-    if not queued or not monitoring_wanted(spec):
-        return
-    # Both KEDA and prometheus-adapter register v1beta1.external.metrics.k8s.io; a cluster has one of them.
-    for deployment in custom_metric_deployments(spec):
-        if deployment.autoscaling.metric == "external":
-            i = spec.kserve.deployments.index(deployment)
-            first = spec.kserve.endpoints.index(queued[0])
-            problems.error(
-                f"kserve.deployments[{i}].autoscaling.metric",
-                f"external needs prometheus-adapter to serve the external metrics API, which KEDA serves for"
-                f" kserve.endpoints[{first}] (metric {queued[0].autoscaling.metric}): the API has one server per"
-                " cluster; scale this deployment on metric pods, or the endpoint on cpu or memory",
-            )

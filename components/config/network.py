@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from . import checks
 from .schema import Problems, join_path, setting
-
-if TYPE_CHECKING:
-    from .spec import Spec
 
 NETWORK_OPERATOR_VERSION = "26.4.1"
 DEFAULT_RDMA_RESOURCE = "rdma/rdma_shared_device_a"
@@ -156,47 +153,3 @@ class RdmaSpec:
 @dataclass(frozen=True)
 class NetworkSpec:
     rdma: RdmaSpec = setting(default_factory=RdmaSpec, doc="RDMA (InfiniBand or RoCE) for multi-node training.")
-
-
-def validate_network(spec: Spec, problems: Problems) -> None:
-    """Rules between network.rdma, the nodes, the GPU Operator and the training workload's queue."""
-    rdma = spec.network.rdma
-    if not rdma.enabled:
-        return
-    if spec.cluster.mode == "kubeadm" and spec.nodes and not any(n.gpu is not None for n in spec.nodes):
-        # A managed cluster's GPU pools are not in the stack; a kubeadm stack lists every node.
-        problems.error(
-            "network.rdma.enabled",
-            "needs a GPU node: RDMA here serves multi-node GPU training, and no node in nodes has a gpu section",
-        )
-    gpu = spec.gpu_operator
-    gpu_nodes = [(i, n.gpu) for i, n in enumerate(spec.nodes) if n.gpu is not None]
-    host_driver = [f"nodes[{i}].gpu.driver" for i, g in gpu_nodes if g.driver == "preinstalled"]
-    if gpu.driver == "preinstalled" and (not gpu_nodes or any(g.driver is None for _, g in gpu_nodes)):
-        host_driver.insert(0, "gpuOperator.driver")
-    for path in host_driver if gpu.enabled else ["gpuOperator.enabled"]:
-        problems.warn(
-            path,
-            "leaves GPUDirect RDMA to the hosts: network.rdma turns it on only in the GPU Operator's own driver"
-            " container, so each GPU node using its host driver must load nvidia-peermem itself (modprobe"
-            " nvidia-peermem), or RDMA traffic is staged through host memory",
-        )
-    _validate_queue_covers_rdma(spec, problems)
-
-
-def _validate_queue_covers_rdma(spec: Spec, problems: Problems) -> None:
-    """Kueue admits a workload only when its ClusterQueue covers every resource its pods request."""
-    training = spec.workloads.training
-    if not (spec.kueue.enabled and training.enabled and training.num_nodes > 1):
-        return
-    resource = spec.network.rdma.resource_name
-    for i, team in enumerate(spec.kueue.teams):
-        if (team.queue_namespace, team.name) != (spec.workloads.namespace, spec.workloads.queue_name):
-            continue
-        if not any(resource in quota.nominal for quota in team.quotas):
-            problems.error(
-                f"kueue.teams[{i}].quotas",
-                f"has no quota for {resource}, which the multi-node training pods request (network.rdma): Kueue"
-                " admits only workloads whose every resource its ClusterQueue covers; add it to the quota of the"
-                f" GPU flavor they run on, e.g. nominal: {{{resource}: 64}}",
-            )

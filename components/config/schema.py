@@ -293,6 +293,12 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
 
 def parse_section(cls: type[T], data: Mapping[str, Any], path: str, ctx: ParseContext) -> T:
     """Parse one dataclass section, recording every problem; missing optional keys take defaults."""
+    return parse_whole(cls, data, path, ctx)[0]
+
+
+def parse_whole(cls: type[T], data: Mapping[str, Any], path: str, ctx: ParseContext) -> tuple[T, bool]:
+    """The section and whether every field of it parsed (its own checks ran only then, and so may the rules that
+    read it with others)."""
     hints = get_type_hints(cls)
     fields = {config_key(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for key in data:
@@ -340,7 +346,7 @@ def parse_section(cls: type[T], data: Mapping[str, Any], path: str, ctx: ParseCo
     validate = getattr(instance, "validate", None)
     if callable(validate) and not broken:
         validate(path, ctx.problems)
-    return instance
+    return instance, not broken
 
 
 def _placeholder(tp: Any) -> Any:

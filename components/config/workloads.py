@@ -6,14 +6,9 @@ Both are off by default (an `up` should not start GPU jobs nobody asked for); th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from . import checks, formats
-from .schema import Problems, join_path, setting
-from .training import TRAINER_MIN_KUBERNETES
-
-if TYPE_CHECKING:
-    from .spec import Spec
+from .schema import setting
 
 YOLO_JOB_NAME = "yolo26-predict"
 
@@ -105,84 +100,3 @@ class WorkloadsSpec:
     @property
     def any_enabled(self) -> bool:
         return self.yolo_predict or self.training.enabled or self.notebook
-
-
-def validate_training(spec: Spec, problems: Problems) -> None:
-    """Rules across the kubeflow, storage and workloads sections."""
-    kubeflow, workloads = spec.kubeflow, spec.workloads
-    valid_version = checks.k8s_version(spec.kubernetes_version) is None
-    if (
-        kubeflow.enabled
-        and valid_version
-        and checks.version_tuple(spec.kubernetes_version)[:2] < TRAINER_MIN_KUBERNETES
-    ):
-        problems.error(
-            "kubeflow.enabled",
-            f"Kubeflow Trainer {kubeflow.version} needs Kubernetes >= 1.31; kubernetesVersion is"
-            f" {spec.kubernetes_version} (upgrade, or set kubeflow.enabled: false)",
-        )
-    if workloads.notebook and not kubeflow.notebooks:
-        problems.error("workloads.notebook", "needs kubeflow.notebooks: true (the Notebook controller)")
-    gpu_nodes = [node for node in spec.nodes if node.gpu is not None]
-    if spec.cluster.mode == "kubeadm" and spec.nodes and not gpu_nodes:
-        # A managed cluster's GPU pools are not in the stack; a kubeadm stack lists every node.
-        for key, wanted in (("yoloPredict", workloads.yolo_predict), ("training.enabled", workloads.training.enabled)):
-            if wanted:
-                problems.error(
-                    f"workloads.{key}",
-                    "asks for nvidia.com/gpu but no node in nodes has a gpu section: it would never start",
-                )
-    if spec.kueue.enabled and workloads.any_enabled:
-        _validate_team_queue(spec, problems)
-    training = workloads.training
-    if training.enabled:
-        _validate_training_workload(spec, training, problems)
-
-
-def _validate_team_queue(spec: Spec, problems: Problems) -> None:
-    """The queue label must name a LocalQueue the Kueue layer creates, or the jobs wait forever."""
-    workloads = spec.workloads
-    queues = {(team.queue_namespace, team.name) for team in spec.kueue.teams}
-    if not queues:
-        # Kueue labels the jobs with the queue, and Kueue holds a job whose LocalQueue does not exist forever.
-        problems.error(
-            "workloads.queueName",
-            f'"{workloads.queue_name}" names a LocalQueue, but kueue.teams is empty, so the stack creates none and'
-            " the jobs would never be admitted: add a team (its LocalQueue is named after it, in its namespace;"
-            f" e.g. name: {workloads.queue_name}, namespace: {workloads.namespace}, with a quota) or set"
-            " kueue.enabled: false",
-        )
-    elif (workloads.namespace, workloads.queue_name) not in queues:
-        known = ", ".join(f"{name} in {namespace}" for namespace, name in sorted(queues))
-        problems.error(
-            "workloads.queueName",
-            f'"{workloads.queue_name}" is not a Kueue team\'s LocalQueue in namespace "{workloads.namespace}"'
-            f" (the teams' queues: {known}); the jobs would never be admitted",
-        )
-    if workloads.create_namespace and workloads.namespace in {namespace for namespace, _ in queues}:
-        problems.error(
-            "workloads.createNamespace",
-            f'must be false: namespace "{workloads.namespace}" is a Kueue team\'s, created by the Kueue layer',
-        )
-
-
-def _validate_training_workload(spec: Spec, training: TrainingWorkloadSpec, problems: Problems) -> None:
-    path = "workloads.training"
-    storage = spec.storage
-    if spec.workloads.yolo_predict and training.name == YOLO_JOB_NAME:
-        problems.error(join_path(path, "name"), f'"{training.name}" is the YOLO Job\'s name: pick another')
-    if training.train_job and not spec.kubeflow.enabled:
-        problems.error(join_path(path, "trainJob"), "needs kubeflow.enabled: true (Kubeflow Trainer)")
-    if training.storage_class is None and not storage.enabled and spec.cluster.mode == "kubeadm":
-        problems.error(
-            join_path(path, "storageClass"),
-            "is required when storage.enabled is false: a kubeadm cluster has no default StorageClass,"
-            " so the checkpoint PVC would never bind",
-        )
-    node_local = training.storage_class is None and storage.enabled and storage.provisioner == "local-path"
-    if node_local and training.num_nodes > 1:
-        problems.error(
-            join_path(path, "numNodes"),
-            f"({training.num_nodes}) needs a checkpoint volume every node can mount: local-path volumes live on"
-            " one node; use storage.provisioner: nfs or a ReadWriteMany storageClass",
-        )

@@ -29,30 +29,15 @@ import pulumi
 from .. import conformance
 from ..cluster import clock
 from ..config import checks
-from ..config.load import StackFile, StackFileError, read_stack_document, spec_from_values
-from ..config.schema import NAMESPACE, ConfigError
-from ..config.spec import Spec
+from ..config.stack_cli import PROJECT_ROOT, add_stack_arguments, spec_or_report, stack_path_and_name
 from ..render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from ..render.certificates import record_from_output as certificates_record
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.join_credentials import record_from_output as join_record
 from ..render.upgrade import VERSION_OUTPUT
 from .diff import diff_plans, load_plan, render
-from .engine import PROJECT_ROOT, PreviewMocks, run_program
+from .engine import PreviewMocks, run_program
 from .writer import write_plan
-
-
-def _values(config: dict[str, str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for full_key, raw in config.items():
-        if not full_key.startswith(f"{NAMESPACE}:"):
-            continue
-        key = full_key.split(":", 1)[1]
-        try:
-            out[key] = raw if key == "kubernetesVersion" else json.loads(raw)
-        except ValueError:
-            out[key] = raw
-    return out
 
 
 @contextlib.contextmanager
@@ -102,38 +87,6 @@ def stack_outputs_problems(outputs: object) -> list[str]:
         for name, read in readers.items()
         if name in outputs and read(outputs[name]) is None
     ]
-
-
-def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
-    """--stack NAME or --stack-file PATH, as every command that reads one stack takes them."""
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--stack", help="stack name: reads stacks/Pulumi.<stack>.yaml")
-    source.add_argument("--stack-file", type=Path, help="any stack file")
-
-
-def stack_path_and_name(args: argparse.Namespace) -> tuple[Path, str]:
-    """The stack file those arguments name, and the stack's name (from the file name for --stack-file)."""
-    path: Path = args.stack_file or PROJECT_ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    return path, args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-
-
-def spec_or_report(path: Path) -> tuple[StackFile, Spec] | None:
-    """The stack file and its Spec, or None after printing why the file or its config is invalid to stderr."""
-    if not path.is_file():
-        print(f"error: stack file {path} not found", file=sys.stderr)
-        return None
-    try:
-        stack = read_stack_document(path)
-        spec = spec_from_values(
-            _values(stack.config), lambda key: f"{NAMESPACE}:{key}" in stack.secret_keys, stack.is_secret_path
-        )
-    except StackFileError as error:
-        print(error.report(), file=sys.stderr)
-        return None
-    except ConfigError as error:
-        print(f"{path}: {error.report()}", file=sys.stderr)
-        return None
-    return stack, spec
 
 
 def _moment(text: str) -> datetime:

@@ -29,8 +29,8 @@ from pulumi.runtime.settings import SETTINGS, get_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 
 from .. import warnings as given_warnings
+from ..config.stack_cli import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = PROJECT_ROOT / "__main__.py"
 SECRET = "[secret]"
 STACK_TYPE = "pulumi:pulumi:Stack"

@@ -39,7 +39,8 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
-from .engine import PROJECT_ROOT, RecordedResource, RecordingMonitor, run_program
+from ..config.stack_cli import PROJECT_ROOT
+from .engine import RecordedResource, RecordingMonitor, run_program
 
 POLICY_PACK = PROJECT_ROOT / "policy"
 
@@ -197,7 +198,7 @@ def report(outcomes: Mapping[str, Outcome]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .__main__ import add_stack_arguments, spec_or_report, stack_path_and_name
+    from ..config.stack_cli import add_stack_arguments, spec_or_report, stack_path_and_name
 
     parser = argparse.ArgumentParser(prog="python -m components.plan.policies", description=__doc__.split("\n\n")[0])
     add_stack_arguments(parser)

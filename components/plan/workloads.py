@@ -14,10 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..config.stack_cli import PROJECT_ROOT, spec_or_report
 from ..render import yaml_text
 from ..render.workloads import workload_manifests, workloads_namespace
-from .__main__ import spec_or_report
-from .engine import PROJECT_ROOT
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..config.monitoring import fault_mode
+from ..config.derived import fault_mode
 from ..config.spec import Spec
 from ..render.monitoring import nvsentinel_release
 from .platform_layer import PlatformLayer

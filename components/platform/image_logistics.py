@@ -7,7 +7,7 @@ from typing import Any
 
 import pulumi
 
-from ..config.acceptance import prepull_sets
+from ..config.derived import prepull_sets
 from ..config.spec import Spec
 from ..render import manifests
 from ..render.images import (

@@ -7,11 +7,9 @@ from typing import Any
 
 import pulumi
 
-from ..config.kueue_inventory import check_inventory, gpu_flavors
-from ..config.schema import Problems
+from ..config.derived import gpu_flavors
 from ..config.spec import Spec
 from ..render.kueue import kueue_objects, kueue_release
-from ..warnings import given
 from .kubernetes_object import resource_name
 from .platform_layer import PlatformLayer
 
@@ -22,12 +20,6 @@ class Kueue(PlatformLayer):
 
     def install(self, spec: Spec) -> Mapping[str, Any]:
         self.release = self.chart(kueue_release(spec))
-        # Validated with the config, where errors stop the program but warnings are not shown: show them here.
-        problems = Problems()
-        spec.kueue.validate("kueue", problems)
-        check_inventory(spec, problems)
-        for warning in problems.warnings:
-            given(str(warning), resource=self)
         self.objects: dict[str, pulumi.CustomResource] = {}
         namespaces: dict[str, pulumi.CustomResource] = {}
         for manifest in kueue_objects(spec):

@@ -14,8 +14,7 @@ from typing import Any
 
 import pulumi
 
-from ..config.monitoring import monitoring_wanted
-from ..config.scheduling import platform_tolerations
+from ..config.derived import monitoring_wanted, platform_tolerations
 from ..config.serving import gateway_wanted
 from ..config.spec import Spec
 from ..render import manifests

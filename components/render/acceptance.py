@@ -25,10 +25,11 @@ from ..acceptance.triggers import NodeNow, NodeRecord, StackNow, nodes_to_retest
 from ..acceptance.verdict import QUARANTINE_TAINT, NodeEvidence, ctrf_report, judge, judge_group
 from ..acceptance.waves import plan_waves
 from ..config import checks
-from ..config.acceptance import loopback_fabric, multi_node_fabric, tested_nodes
+from ..config.acceptance import loopback_fabric
+from ..config.derived import multi_node_fabric, node_taints, tested_nodes
 from ..config.kueue import CPU_FLAVOR, flavor_name
-from ..config.scheduling import node_taints
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from .shell import NodeStep, rendered_step
 from .yaml_text import dump_all
 
@@ -59,7 +60,7 @@ def job_name(node: str) -> str:
 
 def _gpu_taint_tolerations(spec: Spec) -> list[dict[str, str]]:
     """Every taint mlcluster puts on a tested node, and the quarantine taint (a failed node is retested)."""
-    taints = sorted({taint for node in tested_nodes(spec) for taint in node_taints(spec, node)})
+    taints = sorted({taint for node in tested_nodes(spec.nodes) for taint in node_taints(spec.nodes, node)})
     tolerations = [checks.toleration_of(taint) for taint in taints]
     tolerations.append({"key": QUARANTINE_TAINT.key, "operator": "Exists", "effect": QUARANTINE_TAINT.effect})
     return tolerations
@@ -246,7 +247,7 @@ def node_groups(spec: Spec) -> tuple[NodeGroup, ...]:
     """The multi-node groups: nodes of one topology domain (the finest level they declare, else all nodes) with
     the same GPU model and count, as a TrainJob gives every node the same resources."""
     members: dict[tuple[str, str, int], list[str]] = {}
-    for node in tested_nodes(spec):
+    for node in tested_nodes(spec.nodes):
         assert node.gpu is not None
         members.setdefault((_domain(spec, node), node.gpu.model, node.gpu.count), []).append(node.name)
     groups = []
@@ -314,8 +315,8 @@ def kueue_objects(spec: Spec) -> list[dict[str, Any]]:
     fleet's GPUs, and its LocalQueue; the team quotas stay as they are."""
     if not spec.kueue.enabled:
         return []
-    gpus = sum(node.gpu.count for node in tested_nodes(spec) if node.gpu is not None)
-    flavors = sorted({node.gpu.model for node in tested_nodes(spec) if node.gpu is not None})
+    gpus = sum(node.gpu.count for node in tested_nodes(spec.nodes) if node.gpu is not None)
+    flavors = sorted({node.gpu.model for node in tested_nodes(spec.nodes) if node.gpu is not None})
     quotas = [
         {"name": flavor_name(model), "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}
         for model in flavors
@@ -440,7 +441,7 @@ def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Map
             recorded[name], recorded_retest[name] = parsed
             recorded_text[name] = str(entry["record"])
     stack = StackNow(spec.gpu_operator.version, toolkit_of(spec), settings.level)
-    nodes = tested_nodes(spec)
+    nodes = tested_nodes(spec.nodes)
     now = [
         NodeNow(node.name, machine_id(node), node.gpu.model, driver_of(spec, node, host_drivers.get(node.name)))
         for node in nodes
@@ -536,7 +537,7 @@ def parse_step_output(spec: Spec, stdout: str | None) -> StepResult:
     """Read the step's `mlcluster-acceptance: node|group …` lines into evidence for `judge` (none: every node
     without output, so each fails as one that printed nothing)."""
     stdout = stdout or ""
-    models = {n.name: n.gpu for n in tested_nodes(spec)}
+    models = {n.name: n.gpu for n in tested_nodes(spec.nodes)}
     evidence, records, groups, group_status = [], {}, {}, {}
     for line in stdout.splitlines():
         if not line.startswith(OUTPUT_PREFIX):
@@ -614,7 +615,7 @@ def quarantine_step(failed: Sequence[str], passed: Sequence[str]) -> NodeStep:
 
 def previous_failures(spec: Spec, last_run: Mapping[str, Any] | None) -> list[tuple[str, list[str]]]:
     """The nodes of this stack that the last run failed, with its reasons: the next preview warns about each."""
-    names = {node.name for node in tested_nodes(spec)}
+    names = {node.name for node in tested_nodes(spec.nodes)}
     nodes = (last_run or {}).get("nodes") or {}
     return [
         (name, [str(reason) for reason in entry.get("reasons") or []] or ["no reason recorded"])

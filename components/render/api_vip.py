@@ -15,8 +15,9 @@ as OS services rather than static pods: neither needs Kubernetes credentials or 
 from __future__ import annotations
 
 from ..config.api_vip import ApiVipSpec
-from ..config.checks import is_ip
-from ..config.spec import NodeSpec, Spec
+from ..config.formats import is_ip
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from .kubeadm import API_SERVER_PORT
 from .shell import NodeStep, rendered_step
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..config.care import CertificatesSpec
-from ..config.spec import NodeSpec
+from ..config.nodes import NodeSpec
 from .kubeadm import API_SERVER_PORT
 from .shell import NodeStep, rendered_step
 from .upgrade import POLL_SECONDS, UPGRADE_LOG_DIR

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config.spec import ClusterSpec
+from ..config.cluster import ClusterSpec
 from .helm import ChartRelease
 
 CALICO_VERSION = "v3.30.3"

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.kubelet import KubeletSpec, effective_kubelet
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from . import toml_text
 from .images import containerd_root, registry_settings
 from .kubelet_placement import CONTAINERD_CONFIG_VERSION, ContainerdLine

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.checks import parse_taint
+from ..config.derived import GPU_TAINT
 from ..config.inference_gateway import PREDICTOR_SUFFIX, EndpointVersionSpec
 from ..config.serving import (
     QUEUE_METRICS,
@@ -14,7 +15,6 @@ from ..config.serving import (
     InferenceDeploymentSpec,
     KserveSpec,
 )
-from ..config.spec import GPU_TAINT
 from . import manifests
 from .serving import deployment_mode_value
 
@@ -123,7 +123,7 @@ def inference_service(
     version: EndpointVersionSpec | None = None,
     prometheus_url: str | None = None,
 ) -> dict[str, Any]:
-    """cpu_tolerations: what a pod without GPUs needs to find a node (config.scheduling.platform_tolerations).
+    """cpu_tolerations: what a pod without GPUs needs to find a node (config.derived.platform_tolerations).
     version: one of the endpoint's versions (the InferenceService <endpoint>-<version>). prometheus_url: where KEDA
     reads a queue metric (render.monitoring.prometheus_url)."""
     name = f"{endpoint.name}-{version.name}" if version else endpoint.name

@@ -90,7 +90,7 @@ def restore_rollout_namespaces(spec: Spec) -> list[str]:
     """Where the cluster's controllers run, in the order the program installs them: kube-system (CoreDNS,
     kube-proxy, metrics-server), the CNI, then each platform layer's releases. What `etcdSnapshots.restored` rolls
     after every kubelet restarted (tests/test_etcd_restore.py checks every release the program installs is here)."""
-    from ..config.monitoring import fault_mode, monitoring_wanted
+    from ..config.derived import fault_mode, monitoring_wanted
     from .cni import cni_release
     from .gpu_operator import DRA_NAMESPACE
     from .images import spegel_release

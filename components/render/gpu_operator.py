@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config.checks import parse_taint, toleration_of
+from ..config.derived import CONTROL_PLANE_TAINT, GPU_TAINT, fault_mode, platform_tolerations
 from ..config.gpu import DEVICE_PLUGIN_CONFIG_LABEL, DRIVER_DEPLOY_LABEL, KUEUE_ADMITTED_SELECTOR, MIG_CONFIG_LABEL
-from ..config.monitoring import fault_mode
-from ..config.scheduling import CONTROL_PLANE_TAINT, platform_tolerations
-from ..config.spec import GPU_TAINT, NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from . import yaml_text
 from .helm import ChartRelease, tolerating
 from .monitoring import DCGM_METRICS_CONFIG, dcgm_counters_csv, dcgm_scraped

@@ -7,9 +7,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..config.acceptance import prepull_sets
+from ..config.derived import GPU_TAINT, prepull_sets
 from ..config.images import ImageSetSpec, ImagesSpec, MirrorSpec
-from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, NodeSpec, Spec
+from ..config.nodes import GPU_MODEL_LABEL, NodeSpec
+from ..config.spec import Spec
 from . import toml_text
 from .helm import ChartRelease
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.scheduling import platform_tolerations
+from ..config.derived import platform_tolerations
 from ..config.serving import EndpointSpec, KserveSpec, gateway_wanted
 from ..config.spec import Spec
 from .endpoints import MANAGED_BY, predictor_name

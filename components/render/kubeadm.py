@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import checks
-from ..config.kueue_topology import topology_labels
-from ..config.scheduling import node_taints
-from ..config.spec import GPU_COUNT_LABEL, GPU_MODEL_LABEL, NodeSpec, Spec
+from ..config import checks, formats
+from ..config.derived import node_taints, topology_labels
+from ..config.nodes import GPU_COUNT_LABEL, GPU_MODEL_LABEL, NodeSpec
+from ..config.spec import Spec
 from . import yaml_text
 from .kubelet import kubelet_configuration
 from .kubelet_placement import parse_minor
@@ -34,7 +34,7 @@ def node_labels(node: NodeSpec) -> dict[str, str]:
 
 def registered_labels(spec: Spec, node: NodeSpec) -> dict[str, str]:
     """Every label the node's kubelet registers it with: its own, its GPUs', its place in the topology."""
-    return {**node_labels(node), **topology_labels(spec, node)}
+    return {**node_labels(node), **topology_labels(spec.kueue.topology, node)}
 
 
 def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
@@ -42,7 +42,7 @@ def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
         "name": node.name,
         "criSocket": CRI_SOCKET,
         # An empty list means "no taints"; kubeadm would otherwise add its control-plane taint.
-        "taints": [checks.parse_taint(t) for t in node_taints(spec, node)],
+        "taints": [checks.parse_taint(t) for t in node_taints(spec.nodes, node)],
     }
     labels = registered_labels(spec, node)
     if labels:
@@ -69,7 +69,7 @@ def api_endpoint(spec: Spec) -> str:
 
 def _local_endpoint(node: NodeSpec) -> dict[str, Any]:
     endpoint: dict[str, Any] = {"bindPort": API_SERVER_PORT}
-    if checks.is_ip(node.host):
+    if formats.is_ip(node.host):
         endpoint["advertiseAddress"] = node.host
     return endpoint
 

@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import checks
+from ..config.derived import GPU_TAINT, GpuFlavor, gpu_flavors, monitoring_wanted, node_taints, platform_tolerations
 from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, KueueSpec, QuotaSpec, TeamSpec
-from ..config.kueue_inventory import GpuFlavor, gpu_flavors
-from ..config.monitoring import monitoring_wanted
-from ..config.scheduling import node_taints, platform_tolerations
-from ..config.spec import GPU_MODEL_LABEL, GPU_TAINT, Spec
+from ..config.nodes import GPU_MODEL_LABEL
+from ..config.spec import Spec
 from ..config.training import KubeflowSpec
 from . import manifests, yaml_text
 from .helm import ChartRelease, tolerating
@@ -130,7 +129,9 @@ def _gpu_flavor_spec(spec: Spec, flavor: GpuFlavor) -> dict[str, Any]:
     """nodeLabels and tolerations from the same functions that label and taint the nodes, so they cannot drift."""
     if flavor.nodes:
         labels = {GPU_MODEL_LABEL: node_labels(flavor.nodes[0])[GPU_MODEL_LABEL]}
-        taints = sorted({t for node in flavor.nodes for t in node_taints(spec, node) if t.startswith("nvidia.com/gpu")})
+        taints = sorted(
+            {t for node in flavor.nodes for t in node_taints(spec.nodes, node) if t.startswith("nvidia.com/gpu")}
+        )
     else:
         labels = dict(flavor.node_labels) or {GPU_MODEL_LABEL: flavor.model}
         taints = [GPU_TAINT]

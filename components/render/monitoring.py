@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.derived import custom_metric_deployments, fault_mode, monitoring_wanted, platform_tolerations
 from ..config.kubelet import effective_kubelet
-from ..config.monitoring import custom_metric_deployments, fault_mode, monitoring_wanted
-from ..config.scheduling import platform_tolerations
 from ..config.serving import InferenceDeploymentSpec
 from ..config.spec import Spec
 from .endpoints import deployment_labels

@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from ..config.checks import toleration_of
-from ..config.scheduling import platform_tolerations
-from ..config.spec import GPU_TAINT, Spec
+from ..config.derived import GPU_TAINT, platform_tolerations
+from ..config.spec import Spec
 from .gpu_operator import NGC_REPOSITORY, driver_wait_selector
 from .helm import ChartRelease, tolerating
 

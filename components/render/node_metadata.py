@@ -11,7 +11,7 @@ or taint someone else set. One step on the first control plane for all nodes: no
 from __future__ import annotations
 
 from ..config import checks
-from ..config.scheduling import node_taints
+from ..config.derived import node_taints
 from ..config.spec import Spec
 from .kubeadm import registered_labels
 from .shell import NodeStep, rendered_step
@@ -50,7 +50,7 @@ def declared_metadata(spec: Spec) -> str:
             continue
         lines.append(f"{node.name} node")
         lines.extend(f"{node.name} label {key}={value}" for key, value in sorted(registered_labels(spec, node).items()))
-        lines.extend(f"{node.name} taint {taint_text(taint)}" for taint in node_taints(spec, node))
+        lines.extend(f"{node.name} taint {taint_text(taint)}" for taint in node_taints(spec.nodes, node))
     return "\n".join(lines)
 
 

@@ -7,8 +7,9 @@ plane, then join the others (control planes one at a time, workers in parallel).
 from __future__ import annotations
 
 from ..config.checks import version_tuple
+from ..config.nodes import NodeSpec
 from ..config.schema import Secret
-from ..config.spec import NodeSpec, Spec
+from ..config.spec import Spec
 from . import images, kubeadm
 from .gpu_operator import looks_in_preparation, preflight_step
 from .join_credentials import TOKEN_TTL

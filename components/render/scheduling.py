@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import checks
-from ..config.monitoring import fault_mode
-from ..config.scheduling import BLOCKING_EFFECTS, GPU_TAINT, node_taints
+from ..config.derived import BLOCKING_EFFECTS, GPU_TAINT, fault_mode, node_taints
 from ..config.spec import Spec
 from .kubeadm import registered_labels
 
@@ -67,7 +66,7 @@ def stack_nodes(spec: Spec) -> list[Node]:
                 labels.update(ADDED_ON_GPU_NODES)
                 if fault_mode(spec) != "off":
                     labels.update(ADDED_BY_NVSENTINEL)
-            nodes.append(Node(node.name, labels, tuple(checks.parse_taint(t) for t in node_taints(spec, node))))
+            nodes.append(Node(node.name, labels, tuple(checks.parse_taint(t) for t in node_taints(spec.nodes, node))))
         return nodes
     defaults = spec.cluster.defaults
     gpu_labels = {**_kubelet_labels("gpu-pool"), **ADDED_ON_GPU_NODES}

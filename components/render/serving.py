@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.scheduling import platform_tolerations
+from ..config.derived import platform_tolerations
 from ..config.serving import KserveSpec, gateway_wanted, major_minor, metrics_server_wanted, queue_endpoints
 from ..config.spec import Spec
 from .helm import ChartRelease, tolerating

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config.scheduling import platform_tolerations
+from ..config.derived import platform_tolerations
 from ..config.spec import Spec
 from .helm import ChartRelease, tolerating
 

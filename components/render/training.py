@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config.scheduling import platform_tolerations
+from ..config.derived import platform_tolerations
 from ..config.spec import Spec
 from ..config.training import KubeflowSpec
 from .helm import ChartRelease, tolerating

@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 
 from ..config.kubelet import KubeletSpec, effective_kubelet
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from . import yaml_text
 from .containerd import containerd_config_toml
 from .kubelet_placement import (

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from ..config.checks import duration_seconds, version_tuple
 from ..config.gpu import KUEUE_ADMITTED_SELECTOR
-from ..config.spec import NodeSpec, Spec
+from ..config.nodes import NodeSpec
+from ..config.spec import Spec
 from .kueue import QUEUE_NAME_LABEL
 from .shell import NodeStep, merge_steps, rendered_step
 from .tuning_steps import restart_batches, restart_step

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import checks
-from ..config.spec import GPU_TAINT, Spec
+from ..config.derived import GPU_TAINT
+from ..config.spec import Spec
 from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
 from . import manifests
 from .kueue import QUEUE_NAME_LABEL, training_topology_annotations

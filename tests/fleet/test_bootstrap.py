@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config.spec import GPU_MODEL_LABEL, GPU_TAINT
+from components.config.derived import GPU_TAINT
+from components.config.nodes import GPU_MODEL_LABEL
 from components.plan.writer import write_plan
 from components.render.shell import STORE, store_catalog
 

@@ -9,9 +9,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..cluster.gpu_preflight import GpuPreflight
-from ..cluster.node_command import step_command
-from ..cluster.node_scripts import NodeScripts
+from .gpu_preflight import GpuPreflight
+from .node_command import step_command
+from .node_scripts import NodeScripts
 from ..config.spec import Spec
 from ..render.acceptance import (
     OUTPUT,
