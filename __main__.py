@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pulumi
 
+from components.cluster.acceptance import Acceptance
 from components.cluster.existing_cluster import ExistingCluster
 from components.cluster.gpu_preflight import GpuPreflight
 from components.cluster.kubeadm_cluster import KubeadmCluster
@@ -14,7 +15,6 @@ from components.cluster.node_scripts import NodeScripts
 from components.config.derived import acceptance_wanted, fault_mode, monitoring_wanted, prepull_sets
 from components.config.load import spec_from_pulumi
 from components.config.schema import ConfigError
-from components.cluster.acceptance import Acceptance
 from components.platform.cni import Cni
 from components.platform.gpu_health import GpuHealth
 from components.platform.gpu_operator import GpuOperator

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
-from components.config.rules import kueue_inventory
 
 from components.config.derived import gpu_flavors
 from components.config.load import spec_from_values
+from components.config.rules import kueue_inventory
 from components.config.schema import ConfigError, Problems
 from components.config.spec import Spec
 from components.plan.writer import write_plan

@@ -9,9 +9,6 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .gpu_preflight import GpuPreflight
-from .node_command import step_command
-from .node_scripts import NodeScripts
 from ..config.spec import Spec
 from ..render.acceptance import (
     OUTPUT,
@@ -27,6 +24,9 @@ from ..render.acceptance import (
 )
 from ..render.gpu_operator import PreflightResult
 from ..warnings import warn
+from .gpu_preflight import GpuPreflight
+from .node_command import step_command
+from .node_scripts import NodeScripts
 
 
 def _host_driver(result: PreflightResult) -> str | None:
