@@ -47,7 +47,9 @@ for warning in config_warnings:
 # 0. Each node's copy of the script files its steps source, then the read-only GPU preflight on every GPU node
 #    (the others look for GPUs in their preparation); what it finds decides the GPU Operator's driver mode.
 scripts = NodeScripts(spec) if spec.cluster.mode == "kubeadm" else None
-gpu_preflight = GpuPreflight(spec, scripts) if scripts is not None and preflight_runs(spec) else None
+gpu_preflight = (
+    GpuPreflight(spec, scripts) if scripts is not None and preflight_runs(spec.gpu_operator, spec.cluster) else None
+)
 
 # 1. A cluster: bootstrapped over SSH with kubeadm, or one that already exists.
 cluster = KubeadmCluster(spec, scripts, preflight=gpu_preflight) if scripts is not None else ExistingCluster(spec)

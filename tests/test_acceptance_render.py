@@ -88,7 +88,9 @@ def onprem() -> Spec:
 
 
 def test_one_job_per_gpu_node_pinned_with_the_taints_tolerated(onprem: Spec) -> None:
-    template = render.dump_all([render.job_template(onprem, 1200, multi_gpu=True)])
+    template = render.dump_all(
+        [render.job_template(onprem.nodes, onprem.acceptance, onprem.kueue, 1200, multi_gpu=True)]
+    )
     for node in render.tested_nodes(onprem.nodes):
         assert node.gpu is not None
         job = yaml.safe_load(render.fill_job(template, node.name, node.gpu.count))
@@ -107,7 +109,11 @@ def test_one_job_per_gpu_node_pinned_with_the_taints_tolerated(onprem: Spec) -> 
         assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] == 1200
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == render.QUEUE_NAME
     one_gpu = yaml.safe_load(
-        render.fill_job(render.dump_all([render.job_template(onprem, 600, multi_gpu=False)]), "x", 1)
+        render.fill_job(
+            render.dump_all([render.job_template(onprem.nodes, onprem.acceptance, onprem.kueue, 600, multi_gpu=False)]),
+            "x",
+            1,
+        )
     )
     assert kubernetes_errors(one_gpu, onprem.kubernetes_version) == []
     assert [c["name"] for c in one_gpu["spec"]["template"]["spec"]["containers"]] == ["dcgm-diag"]
@@ -125,16 +131,16 @@ def test_job_names_fit_and_stay_apart() -> None:
 
 
 def test_the_multi_node_all_reduce_is_a_train_job_gang_admitted_by_kueue(onprem: Spec) -> None:
-    groups = render.node_groups(onprem)
+    groups = render.node_groups(onprem.nodes, onprem.kueue)
     assert [(g.name, g.nodes) for g in groups] == [
         ("r07-h100-sxm-80gb-8gpu", ("gpu-1", "gpu-2")),
         ("r08-h100-sxm-80gb-8gpu", ("gpu-3", "gpu-4")),
     ]
-    runtime = render.training_runtime(onprem)
+    runtime = render.training_runtime(onprem.acceptance, onprem.nodes)
     crd = chart_crd(*TRAINER, "trainer.kubeflow.org_trainingruntimes.yaml")
     assert custom_resource_errors(runtime, crd, "trainingruntimes") == []
     for group in groups:
-        job = render.train_job(onprem, group, 1200)
+        job = render.train_job(onprem.acceptance, onprem.kueue, group, 1200)
         crd = chart_crd(*TRAINER, "trainer.kubeflow.org_trainjobs.yaml")
         assert custom_resource_errors(job, crd, "trainjobs") == [], group.name
         # Kueue's TrainJob integration admits the whole job or nothing: its queue label is the gang admission.
@@ -147,10 +153,10 @@ def test_the_multi_node_all_reduce_is_a_train_job_gang_admitted_by_kueue(onprem:
         assert [term["matchFields"] for term in terms] == [
             [{"key": "metadata.name", "operator": "In", "values": [node]}] for node in group.nodes
         ]
-    broken = render.train_job(onprem, groups[0], 1200)
+    broken = render.train_job(onprem.acceptance, onprem.kueue, groups[0], 1200)
     broken["spec"]["trainer"]["numNode"] = 2
     assert custom_resource_errors(broken, crd, "trainjobs")
-    for document in render.kueue_objects(onprem):
+    for document in render.kueue_objects(onprem.kueue, onprem.nodes, onprem.acceptance):
         assert crd_errors(document, KUEUE_CRDS[document["kind"]]) == [], document["kind"]
 
 
@@ -338,7 +344,7 @@ def test_a_slow_group_fails_its_all_reduce_without_quarantining_a_node() -> None
     spec = fleet_spec(4)
     plan = render.plan_tests(spec, None, {})
     stdout = step_stdout(spec, plan, {n: 360.0 for n in plan.records}, set())
-    [group] = render.node_groups(spec)
+    [group] = render.node_groups(spec.nodes, spec.kueue)
     stdout += f"{render.OUTPUT_PREFIX}group {group.name} done {packed(scaled_all_reduce(40.0))}\n"
     outcome = render.report(spec, render.parse_step_output(spec, stdout), plan, now_ms=0)
     [multi] = outcome.summary["multiNode"]

@@ -106,8 +106,8 @@ def test_without_vip_or_endpoint_the_error_names_both_ways() -> None:
 
 def test_a_dns_endpoint_for_the_vip_is_accepted() -> None:
     spec = parse(_set(ha_values(), "cluster.controlPlaneEndpoint", "api.lab.example"))
-    assert kubeadm.api_endpoint(spec) == "api.lab.example:8443"
-    step = api_vip.api_vip_step(spec, spec.control_planes[0])
+    assert kubeadm.api_endpoint(spec.cluster, spec.control_planes) == "api.lab.example:8443"
+    step = api_vip.api_vip_step(spec.cluster, spec.control_planes, spec.control_planes[0])
     assert step.settings["ENDPOINT_NAME"] == "api.lab.example"
 
 
@@ -124,8 +124,8 @@ def test_init_and_join_documents_use_the_vip() -> None:
 
 def test_keepalived_conf_per_control_plane() -> None:
     spec = parse(ha_values())
-    confs = {n.name: api_vip.keepalived_conf(spec, n) for n in spec.control_planes}
-    assert [api_vip.priority(spec, n) for n in spec.control_planes] == [150, 149, 148]
+    confs = {n.name: api_vip.keepalived_conf(spec.cluster, spec.control_planes, n) for n in spec.control_planes}
+    assert [api_vip.priority(spec.control_planes, n) for n in spec.control_planes] == [150, 149, 148]
     cp2 = confs["cp-2"]
     assert "unicast_src_ip 198.18.7.12" in cp2
     peers = cp2.split("unicast_peer {")[1].split("}")[0].split()
@@ -135,12 +135,12 @@ def test_keepalived_conf_per_control_plane() -> None:
     assert len({c.replace(n, "") for n, c in confs.items()}) == 3  # priorities and peers differ
     # A DNS-named control plane: multicast adverts (keepalived's peers must be addresses).
     named = parse(_set(ha_values(), "nodes.2.host", "cp-3.lab.example"))
-    assert "unicast_peer" not in api_vip.keepalived_conf(named, named.control_planes[0])
+    assert "unicast_peer" not in api_vip.keepalived_conf(named.cluster, named.control_planes, named.control_planes[0])
 
 
 def test_haproxy_balances_the_ready_api_servers() -> None:
     spec = parse(ha_values(port=9443))
-    cfg = api_vip.haproxy_cfg(spec)
+    cfg = api_vip.haproxy_cfg(spec.cluster, spec.control_planes)
     assert "    bind *:9443" in cfg
     assert [line.split()[1:3] for line in cfg.splitlines() if line.startswith("    server ")] == [
         ["cp-1", "198.18.7.11:6443"],
@@ -148,7 +148,7 @@ def test_haproxy_balances_the_ready_api_servers() -> None:
         ["cp-3", "198.18.7.13:6443"],
     ]
     assert "http-check send meth GET uri /readyz" in cfg
-    assert "https://127.0.0.1:9443/readyz" in api_vip.check_script(spec)
+    assert "https://127.0.0.1:9443/readyz" in api_vip.check_script(spec.cluster)
 
 
 def _real(tool: str) -> str:
@@ -161,7 +161,7 @@ def _real(tool: str) -> str:
 @pytest.mark.fleet  # the fleet's OS packages (keepalived, haproxy), root and a network namespace: `make test`
 def test_haproxy_reads_the_rendered_config(tmp_path: Path) -> None:
     cfg = tmp_path / "haproxy.cfg"
-    cfg.write_text(api_vip.haproxy_cfg(parse(ha_values())))
+    cfg.write_text(api_vip.haproxy_cfg(parse(ha_values()).cluster, parse(ha_values()).control_planes))
     checked = subprocess.run([_real("haproxy"), "-c", "-f", str(cfg)], capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     broken = tmp_path / "broken.cfg"
@@ -184,9 +184,13 @@ def test_keepalived_reads_the_rendered_config(tmp_path: Path) -> None:
     spec = parse(ha_values(interface="vip0"))
     conf = tmp_path / "keepalived.conf"
     script = tmp_path / "check.sh"
-    script.write_text(api_vip.check_script(spec))
+    script.write_text(api_vip.check_script(spec.cluster))
     script.chmod(0o755)
-    conf.write_text(api_vip.keepalived_conf(spec, spec.control_planes[1]).replace(api_vip.CHECK_SCRIPT, str(script)))
+    conf.write_text(
+        api_vip.keepalived_conf(spec.cluster, spec.control_planes, spec.control_planes[1]).replace(
+            api_vip.CHECK_SCRIPT, str(script)
+        )
+    )
     checked = _keepalived_test(conf)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     broken = tmp_path / "broken.conf"
@@ -197,10 +201,13 @@ def test_keepalived_reads_the_rendered_config(tmp_path: Path) -> None:
 
 def test_the_step_carries_each_file() -> None:
     spec = parse(ha_values())
-    step = api_vip.api_vip_step(spec, spec.control_planes[0])
+    step = api_vip.api_vip_step(spec.cluster, spec.control_planes, spec.control_planes[0])
     assert step.settings["FIRST_CONTROL_PLANE"] == "true"
-    assert api_vip.api_vip_step(spec, spec.control_planes[1]).settings["FIRST_CONTROL_PLANE"] == "false"
-    assert step.settings["HAPROXY_CFG"] == api_vip.haproxy_cfg(spec)
+    assert (
+        api_vip.api_vip_step(spec.cluster, spec.control_planes, spec.control_planes[1]).settings["FIRST_CONTROL_PLANE"]
+        == "false"
+    )
+    assert step.settings["HAPROXY_CFG"] == api_vip.haproxy_cfg(spec.cluster, spec.control_planes)
 
 
 def test_program_wires_the_vip_step_between_preparation_and_kubeadm(run_stack) -> None:
@@ -241,4 +248,4 @@ def test_the_onprem_examples_commented_vip_is_valid() -> None:
     cluster = {k: v for k, v in values["cluster"].items() if k != "controlPlaneEndpoint"}
     values = {**values, "cluster": {**cluster, "apiVip": vip}}
     spec = spec_from_values(values, lambda key: key in secret)
-    assert kubeadm.api_endpoint(spec) == f"{vip['address'].split('/')[0]}:8443"
+    assert kubeadm.api_endpoint(spec.cluster, spec.control_planes) == f"{vip['address'].split('/')[0]}:8443"

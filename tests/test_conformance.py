@@ -134,7 +134,7 @@ def test_dra_variant_evidence_names_the_dra_driver() -> None:
 def test_gang_scheduling_off_is_not_implemented() -> None:
     spec = variant("onprem", kueue={"waitForPodsReady": {"enabled": False}})
     assert statuses(spec, 34)["gang_scheduling"] == "Not Implemented"
-    assert "waitForPodsReady" not in manager_configuration(spec)
+    assert "waitForPodsReady" not in manager_configuration(spec.kueue, spec.kubeflow)
 
 
 def test_1_36_shoulds_are_reported() -> None:
@@ -162,7 +162,7 @@ def test_cli_reports_a_config_error_without_a_traceback(tmp_path: Path, capsys: 
 
 
 def test_wait_for_pods_ready_is_on_by_default_in_the_v1beta2_shape() -> None:
-    configuration = manager_configuration(SPECS["onprem"]())
+    configuration = manager_configuration(SPECS["onprem"]().kueue, SPECS["onprem"]().kubeflow)
     assert configuration["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     # v1beta2 has no `enable`: the section's presence turns it on; timeout is required.
     assert configuration["waitForPodsReady"] == {
@@ -185,7 +185,7 @@ def test_wait_for_pods_ready_settings_and_their_checks() -> None:
             }
         },
     )
-    assert manager_configuration(spec)["waitForPodsReady"] == {
+    assert manager_configuration(spec.kueue, spec.kubeflow)["waitForPodsReady"] == {
         "timeout": "20m",
         "recoveryTimeout": "5m",
         "requeuingStrategy": {
@@ -216,7 +216,7 @@ def test_kueue_chart_renders_wait_for_pods_ready_into_its_manager_config() -> No
     )
     config_map = chart.named("ConfigMap", "kueue-manager-config")
     configuration = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
-    assert configuration["waitForPodsReady"] == manager_configuration(spec)["waitForPodsReady"]
+    assert configuration["waitForPodsReady"] == manager_configuration(spec.kueue, spec.kubeflow)["waitForPodsReady"]
 
 
 # --- secure accelerator access --------------------------------------------------------------------------------------

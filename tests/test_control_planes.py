@@ -66,7 +66,7 @@ CASES = [
 
 @pytest.mark.parametrize(("case", "change", "refusal"), CASES, ids=[c[0] for c in CASES])
 def test_what_the_stack_may_do_to_its_control_planes(case: str, change: Any, refusal: str | None) -> None:
-    problem = control_plane_change_problem(RECORDED, onprem(change))
+    problem = control_plane_change_problem(RECORDED, onprem(change).control_planes, onprem(change).nodes)
     if refusal is None:
         assert problem is None, case
     else:
@@ -76,8 +76,8 @@ def test_what_the_stack_may_do_to_its_control_planes(case: str, change: Any, ref
 def test_before_the_first_deployment_or_with_an_unreadable_record_nothing_is_refused() -> None:
     spec = onprem(_swap)
     for recorded in (None, {}, [], "cp-1", [1, 2]):
-        assert control_plane_change_problem(recorded, spec) is None
-    assert recorded_names(onprem()) == RECORDED
+        assert control_plane_change_problem(recorded, spec.control_planes, spec.nodes) is None
+    assert recorded_names(onprem().control_planes) == RECORDED
 
 
 def test_the_offline_plan_refuses_a_reorder_against_the_deployed_control_planes(tmp_path: Path, capsys: Any) -> None:
@@ -104,18 +104,18 @@ def test_a_worker_made_a_control_plane_is_refused_naming_its_roles() -> None:
     spec = onprem()
     workers = recorded_workers(spec)
     assert workers[:2] == ["cpu-1", "cpu-2"]
-    assert promoted_worker_problem(workers, spec) is None
+    assert promoted_worker_problem(workers, spec.nodes) is None
 
     def promote(nodes: list[dict[str, Any]]) -> None:
         nodes[3]["roles"] = ["control-plane"]
 
-    problem = promoted_worker_problem(workers, onprem(promote))
+    problem = promoted_worker_problem(workers, onprem(promote).nodes)
     assert problem is not None and problem.startswith("mlcluster:nodes[3].roles: cpu-1 joined as a worker")
     # Before the first deployment, or a record of another shape: nothing to compare with.
     for recorded in (None, {}, "cpu-1", [3]):
-        assert promoted_worker_problem(recorded, onprem(promote)) is None
+        assert promoted_worker_problem(recorded, onprem(promote).nodes) is None
     # A worker removed and added back as a control plane in a later up is a new node: allowed.
-    assert promoted_worker_problem([w for w in workers if w != "cpu-1"], onprem(promote)) is None
+    assert promoted_worker_problem([w for w in workers if w != "cpu-1"], onprem(promote).nodes) is None
 
 
 def test_the_offline_plan_refuses_a_promoted_worker(tmp_path: Path, capsys: Any) -> None:

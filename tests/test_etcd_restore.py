@@ -421,7 +421,7 @@ def test_the_installed_script_names_every_control_plane() -> None:
     members = [n for n in values["nodes"] if "control-plane" in n["roles"]]
     expected = ",".join(f"{n['name']}=https://{n['host']}:2380" for n in members)
     assert len(members) == 3
-    settings = timer_step(spec).settings
+    settings = timer_step(spec.etcd_snapshots, spec.control_planes).settings
     assert settings["RESTORE_SCRIPT"] == "/var/lib/mlcluster/etcd-restore.sh"
     assert f"INITIAL_CLUSTER={expected}\n" in settings["RESTORE_SCRIPT_TEXT"]
     assert "MANIFESTS=/etc/kubernetes/manifests\n" in settings["RESTORE_SCRIPT_TEXT"]

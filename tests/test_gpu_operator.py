@@ -50,7 +50,7 @@ def test_time_slicing_configmap_data_is_the_upstream_format() -> None:
     values["nodes"][2]["gpu"]["timeSlicingReplicas"] = 8
     values["nodes"][2]["gpu"]["migConfig"] = "all-1g.18gb"
     spec = parse(values)
-    data = device_plugin_configs(spec)
+    data = device_plugin_configs(spec.gpu_operator, spec.nodes)
     assert {name: yaml.safe_load(text) for name, text in data.items()} == {
         "default": {
             "version": "v1",
@@ -82,7 +82,7 @@ def test_time_slicing_configmap_data_is_the_upstream_format() -> None:
 def test_per_node_sharing_alone_keeps_a_no_sharing_default() -> None:
     values = gpu_values()
     values["nodes"][2]["gpu"]["timeSlicingReplicas"] = 2
-    data = device_plugin_configs(parse(values))
+    data = device_plugin_configs(parse(values).gpu_operator, parse(values).nodes)
     assert {name: yaml.safe_load(text) for name, text in data.items()} == {
         "default": {"version": "v1", "flags": {"migStrategy": "none"}},
         "time-slicing-2": {
@@ -95,7 +95,7 @@ def test_per_node_sharing_alone_keeps_a_no_sharing_default() -> None:
 
 def test_no_sharing_sets_no_device_plugin_config() -> None:
     spec = parse(gpu_values())
-    assert device_plugin_configs(spec) == {}
+    assert device_plugin_configs(spec.gpu_operator, spec.nodes) == {}
     assert "config" not in gpu_operator_values(spec, True)["devicePlugin"]
 
 
@@ -196,13 +196,13 @@ def test_gpu_validation(mutate, expected) -> None:
 def test_mig_profile_with_strategy_none_is_a_warning_not_an_error() -> None:
     values = base()
     values["nodes"][2]["gpu"]["migConfig"] = "all-1g.10gb"
-    assert config_warnings(parse(values)) == [
+    assert config_warnings(parse(values).nodes, parse(values).gpu_operator) == [
         "mlcluster:nodes[2].gpu.migConfig: all-1g.10gb partitions gpu-1's GPUs, but with gpuOperator.migStrategy"
         " none the device plugin still offers them as whole nvidia.com/gpu (set migStrategy single or mixed to"
         " schedule MIG slices)"
     ]
     values["gpuOperator"] = {"migStrategy": "single"}
-    assert config_warnings(parse(values)) == []
+    assert config_warnings(parse(values).nodes, parse(values).gpu_operator) == []
 
 
 def test_dra_is_accepted_from_1_34() -> None:

@@ -207,7 +207,7 @@ def test_rdma_nics_the_preflight_did_not_find_ready_are_reported(tmp_path) -> No
     found = parse_preflight(
         run_preflight(FakeGpuHost(lspci=[H200_LSPCI], rdma_ports=ports), tmp_path / "a", "true").stdout
     )
-    _, _, warnings = preflight_report(spec, {"gpu-1": found})
+    _, _, warnings = preflight_report(spec.nodes, spec.gpu_operator, spec.network, {"gpu-1": found})
     assert [w for w in warnings if "RDMA" in w or "rdma" in w] == [
         "gpu-1 (gpu-1.lab.example): network.rdma.nics.ifNames ibp99s0 not on any RDMA port of the host"
         " (its RDMA netdevs: ibp24s0)"
@@ -216,8 +216,10 @@ def test_rdma_nics_the_preflight_did_not_find_ready_are_reported(tmp_path) -> No
     dead = parse_preflight(
         run_preflight(FakeGpuHost(lspci=[H200_LSPCI], rdma_ports=down), tmp_path / "b", "true").stdout
     )
-    _, _, warnings = preflight_report(spec, {"gpu-1": dead})
+    _, _, warnings = preflight_report(spec.nodes, spec.gpu_operator, spec.network, {"gpu-1": dead})
     assert "gpu-1 (gpu-1.lab.example): network.rdma is on but the host has no ACTIVE RDMA port (1 found)" in warnings
     values["network"]["rdma"]["enabled"] = False
-    _, _, warnings = preflight_report(parse(values), {"gpu-1": dead})
+    _, _, warnings = preflight_report(
+        parse(values).nodes, parse(values).gpu_operator, parse(values).network, {"gpu-1": dead}
+    )
     assert not [w for w in warnings if "network.rdma" in w]

@@ -75,7 +75,7 @@ def test_hosts_toml_is_containerds_format() -> None:
 def test_registry_settings_are_known_containerd_keys(version: int, spegel: bool) -> None:
     mirrors = [{"registry": "docker.io", "endpoints": ["https://mirror.lab.example"]}]
     spec = spec_with(mirrors=mirrors, spegel={"enabled": spegel})
-    document = containerd_config(spec, "1.7" if version == 2 else "2")
+    document = containerd_config(spec.kubelet, spec.images, "1.7" if version == 2 else "2")
     assert containerd_errors(document, version) == []
     table = document["plugins"]["io.containerd.grpc.v1.cri" if version == 2 else "io.containerd.cri.v1.images"]
     assert table["registry"]["config_path"] == "/etc/containerd/certs.d"
@@ -88,7 +88,7 @@ def test_spegel_values_follow_the_containerd_root() -> None:
     for node in values["nodes"]:
         node["imageDisk"] = {"path": "/data/containerd"}
     spec = load_spec(values, secret)
-    release = images.spegel_release(spec)
+    release = images.spegel_release(spec.images, spec.nodes)
     assert release.values["spegel"]["containerdContentPath"] == "/data/containerd/io.containerd.content.v1.content"
 
 

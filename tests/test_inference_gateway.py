@@ -351,7 +351,7 @@ def queue_chain_problems(
     scrape), the Prometheus query reads that metric for exactly its pods on the stack's Prometheus, KServe's keda
     class makes a ScaledObject that validates against KEDA's CRD, and it scales the predictor Deployment."""
     problems: list[str] = []
-    prometheus = monitoring.prometheus_url(spec)
+    prometheus = monitoring.prometheus_url(spec.monitoring)
     monitors = monitoring.scrape_monitors(spec) if monitors is None else monitors
     if isvcs is None:
         isvcs = [i for e in spec.kserve.endpoints for i in inference_services(e, spec.kserve, (), prometheus)]
@@ -414,7 +414,7 @@ def queue_chain_problems(
 def test_the_queue_length_chain_holds_for_every_queue_scaled_inference_service() -> None:
     spec = canary_spec()
     assert queue_chain_problems(spec) == []
-    prometheus = monitoring.prometheus_url(spec)
+    prometheus = monitoring.prometheus_url(spec.monitoring)
     isvcs = {
         i["metadata"]["name"]: i
         for e in spec.kserve.endpoints
@@ -451,7 +451,7 @@ def test_the_queue_length_chain_holds_for_every_queue_scaled_inference_service()
 @pytest.mark.render
 def test_the_queue_chain_check_catches_each_broken_link() -> None:
     spec = canary_spec()
-    prometheus = monitoring.prometheus_url(spec)
+    prometheus = monitoring.prometheus_url(spec.monitoring)
     isvcs = [i for e in spec.kserve.endpoints for i in inference_services(e, spec.kserve, (), prometheus)]
     # 1. metric: nothing scrapes the model servers, so the series never reaches Prometheus.
     unscraped = [m for m in monitoring.scrape_monitors(spec) if m["metadata"]["name"] != "kserve-inference-services"]

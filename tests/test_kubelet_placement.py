@@ -158,11 +158,11 @@ def test_kubeadm_init_carries_the_version_filtered_kubelet_configuration() -> No
 @pytest.mark.parametrize("line", CONTAINERD_LINES)
 def test_containerd_config_per_line_uses_only_upstream_keys(line) -> None:
     spec = make_spec(kubelet=FULL_TUNING, node={"imageDisk": {"device": "/dev/sdb", "mountPoint": "/data/images"}})
-    document = tomllib.loads(containerd_config_toml(spec, line, spec.nodes[0]))
+    document = tomllib.loads(containerd_config_toml(spec.kubelet, spec.images, line, spec.nodes[0]))
     version = CONTAINERD_CONFIG_VERSION[line]
     assert document["version"] == version and document["root"] == "/data/images"
     assert containerd_errors(document, version) == []
-    text = containerd_config_toml(spec, line)
+    text = containerd_config_toml(spec.kubelet, spec.images, line)
     assert ("image_pull_progress_timeout" in text) == (line != "1.6")
 
 
@@ -171,7 +171,7 @@ def test_the_seed_line_for_default_tuning_before_1_30() -> None:
     assert " ".join(kubelet_flags(spec.kubelet, spec.kubelet, (1, 29))) == (
         "--image-gc-low-threshold 70 --image-gc-high-threshold 80"
     )
-    step = tuning_step(spec, spec.nodes[0])
+    step = tuning_step(spec.kubelet, spec.kubernetes_version, spec.images, spec.nodes[0])
     assert step.settings["KUBELET_FLAGS"] == "--image-gc-low-threshold 70 --image-gc-high-threshold 80"
     assert step.settings["KUBELET_DROP_IN"] == ""
 
@@ -182,7 +182,7 @@ def test_node_override_merges_over_the_cluster() -> None:
         {"evictionHard": {"imagefs.available": "10%"}, "cpuManagerPolicy": "static", "systemReserved": {"cpu": "1"}},
         node={"kubelet": {"imageGCLowThresholdPercent": 60, "evictionHard": {"nodefs.available": "5%"}}},
     )
-    flags = tuning_step(spec, spec.nodes[0]).settings["KUBELET_FLAGS"]
+    flags = tuning_step(spec.kubelet, spec.kubernetes_version, spec.images, spec.nodes[0]).settings["KUBELET_FLAGS"]
     assert "--image-gc-low-threshold 60 " in flags
     assert "--eviction-hard imagefs.available<10%,nodefs.available<5%" in flags
     assert "--cpu-manager-policy static" in flags and "--system-reserved cpu=1" in flags
@@ -194,7 +194,10 @@ def test_node_back_to_the_default_policy_is_still_written_when_the_cluster_diffe
         {"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "1"}},
         node={"kubelet": {"cpuManagerPolicy": "none"}},
     )
-    assert "--cpu-manager-policy none" in tuning_step(spec, spec.nodes[0]).settings["KUBELET_FLAGS"]
+    assert (
+        "--cpu-manager-policy none"
+        in tuning_step(spec.kubelet, spec.kubernetes_version, spec.images, spec.nodes[0]).settings["KUBELET_FLAGS"]
+    )
 
 
 WARNINGS = [
@@ -262,7 +265,7 @@ BATCHES = [
 @pytest.mark.parametrize(("control_planes", "workers", "restart", "sizes"), BATCHES)
 def test_restart_batches(control_planes, workers, restart, sizes) -> None:
     spec = make_spec(kubelet={"restart": restart}, workers=workers, control_planes=control_planes)
-    batches = restart_batches(spec)
+    batches = restart_batches(spec.kubelet, spec.control_planes, spec.workers)
     assert [len(b) for b in batches] == sizes
     assert [n.name for b in batches for n in b] == [n.name for n in (*spec.control_planes, *spec.workers)]
     assert all(all(n.is_control_plane for n in b) or not any(n.is_control_plane for n in b) for b in batches)

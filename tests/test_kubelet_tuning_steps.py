@@ -41,7 +41,7 @@ def cluster(version: str = "1.29.10", kubelet: dict[str, Any] | None = None, **n
 
 
 def tune(node: Node, spec: Spec) -> list[str]:
-    result = node.run(tuning_step(spec, spec.nodes[0]).script)
+    result = node.run(tuning_step(spec.kubelet, spec.kubernetes_version, spec.images, spec.nodes[0]).script)
     assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout.splitlines()
 
@@ -134,7 +134,9 @@ def test_the_assignment_in_effect_is_the_one_rewritten_and_duplicates_go(tmp_pat
 
 def test_unreadable_containerd_version_stops_before_any_change(tmp_path) -> None:
     node = Node(tmp_path, containerd_version="main")
-    result = node.run(tuning_step(cluster(), cluster().nodes[0]).script)
+    result = node.run(
+        tuning_step(cluster().kubelet, cluster().kubernetes_version, cluster().images, cluster().nodes[0]).script
+    )
     assert result.returncode != 0 and "cannot read the version of containerd" in result.stderr
     assert not node.exists("/etc/containerd/config.toml") and node.calls("systemctl") == []
 
@@ -176,7 +178,9 @@ def test_containerd_2_gets_config_v3_and_1_6_a_warning_instead_of_the_deadline(t
     assert config["plugins"]["io.containerd.cri.v1.images"]["image_pull_progress_timeout"] == "30m"
 
     old = Node(tmp_path / "old", containerd_version="1.6.20")
-    result = old.run(tuning_step(cluster(), cluster().nodes[0]).script)
+    result = old.run(
+        tuning_step(cluster().kubelet, cluster().kubernetes_version, cluster().images, cluster().nodes[0]).script
+    )
     assert result.returncode == 0, result.stderr
     config = tomllib.loads(old.read("/etc/containerd/config.toml"))
     assert "image_pull_progress_timeout" not in config["plugins"]["io.containerd.grpc.v1.cri"]
@@ -186,7 +190,14 @@ def test_containerd_2_gets_config_v3_and_1_6_a_warning_instead_of_the_deadline(t
 
 def test_declared_containerd_version_must_match_the_node(tmp_path) -> None:
     node = Node(tmp_path, containerd_version="1.6.20")
-    result = node.run(tuning_step(cluster(kubelet={"containerdVersion": "1.7"}), cluster().nodes[0]).script)
+    result = node.run(
+        tuning_step(
+            cluster(kubelet={"containerdVersion": "1.7"}).kubelet,
+            cluster(kubelet={"containerdVersion": "1.7"}).kubernetes_version,
+            cluster(kubelet={"containerdVersion": "1.7"}).images,
+            cluster().nodes[0],
+        ).script
+    )
     assert result.returncode != 0
     assert "containerd 1.6.20 is installed but mlcluster:kubelet.containerdVersion says 1.7" in result.stderr
     assert node.count(*RESTART_CONTAINERD) == 0 and node.count(*RESTART_KUBELET) == 0

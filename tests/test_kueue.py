@@ -506,7 +506,7 @@ def test_gpu_flavor_matches_the_nodes() -> None:
     # The same labels and taints kubeadm registers the GPU nodes with.
     from components.render.kubeadm import node_registration
 
-    registration = node_registration(spec, next(n for n in spec.nodes if n.gpu))
+    registration = node_registration(spec.kueue, spec.nodes, next(n for n in spec.nodes if n.gpu))
     assert f"mlcluster.io/gpu-model={H100}" in registration["kubeletExtraArgs"][0]["value"]
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in registration["taints"]
 
@@ -535,7 +535,7 @@ def test_manager_configuration_integrations(legacy: bool, pytorchjob: bool) -> N
     values["kubeflow"] = {"legacyTrainingOperator": legacy}
     spec = parse(values)
     configuration = yaml.safe_load(kueue_release(spec).values["managerConfig"]["controllerManagerConfigYaml"])
-    assert configuration == manager_configuration(spec)
+    assert configuration == manager_configuration(spec.kueue, spec.kubeflow)
     frameworks = configuration["integrations"]["frameworks"]
     assert {"batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"} <= set(frameworks)
     assert (LEGACY_PYTORCHJOB in frameworks) is pytorchjob
@@ -550,8 +550,11 @@ def test_manager_configuration_integrations(legacy: bool, pytorchjob: bool) -> N
 
 
 def test_fair_sharing_turns_on_the_configuration_section() -> None:
-    off = manager_configuration(parse(lab([gpu_team("llm", 32)])))
-    on = manager_configuration(parse(lab([gpu_team("llm", 32)], kueue={"fairSharing": True})))
+    off = manager_configuration(parse(lab([gpu_team("llm", 32)])).kueue, parse(lab([gpu_team("llm", 32)])).kubeflow)
+    on = manager_configuration(
+        parse(lab([gpu_team("llm", 32)], kueue={"fairSharing": True})).kueue,
+        parse(lab([gpu_team("llm", 32)], kueue={"fairSharing": True})).kubeflow,
+    )
     assert "fairSharing" not in off and on["fairSharing"]["preemptionStrategies"]
 
 

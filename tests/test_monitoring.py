@@ -84,7 +84,7 @@ def operator_object_errors(document: dict[str, Any]) -> list[str]:
 
 
 def mlcluster_monitoring_objects(spec: Spec) -> list[dict[str, Any]]:
-    return [monitoring.prometheus_rule(spec), *monitoring.scrape_monitors(spec)]
+    return [monitoring.prometheus_rule(spec.monitoring, spec.nodes, spec.kubelet), *monitoring.scrape_monitors(spec)]
 
 
 def test_mlcluster_objects_validate_against_the_pinned_prometheus_operator_crds(onprem: Spec) -> None:
@@ -120,7 +120,11 @@ def test_kube_prometheus_stack_renders_sized_for_the_stack(onprem: Spec, kps: Re
     assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": monitoring.NODE_LABEL} in [
         {k: r[k] for k in ("sourceLabels", "targetLabel") if k in r} for r in relabelings
     ]
-    (image_disk,) = [a for a in monitoring.alerts(onprem) if a.name == "ImageDiskAboveGcThreshold"]
+    (image_disk,) = [
+        a
+        for a in monitoring.alerts(onprem.monitoring, onprem.nodes, onprem.kubelet)
+        if a.name == "ImageDiskAboveGcThreshold"
+    ]
     assert f'{monitoring.NODE_LABEL}=~"gpu-1|gpu-2|gpu-3|gpu-4"' in image_disk.expr
     # The CRDs the other layers' monitors need come with the chart.
     kinds = {crd["spec"]["names"]["kind"] for crd in kps.crds}
@@ -238,7 +242,7 @@ def metric_names(expr: str) -> set[str]:
 
 
 def all_expressions(spec: Spec) -> Iterator[tuple[str, str]]:
-    for alert in monitoring.alerts(spec):
+    for alert in monitoring.alerts(spec.monitoring, spec.nodes, spec.kubelet):
         yield f"alert {alert.name}", alert.expr
     for file, dashboard in monitoring.dashboards(spec).items():
         for panel in dashboard["panels"]:

@@ -75,7 +75,9 @@ def with_subchart_values(upstream: dict[str, Any], subchart: str) -> dict[str, A
 
 
 def test_a_four_nic_node_gets_one_shared_rdma_resource_over_its_four_interfaces() -> None:
-    policy = nic_cluster_policy(parse(rdma_values()))
+    policy = nic_cluster_policy(
+        parse(rdma_values()).network, parse(rdma_values()).gpu_operator, parse(rdma_values()).upgrade
+    )
     assert policy_errors(policy) == []
     assert policy["metadata"] == {"name": NIC_CLUSTER_POLICY}
     assert set(policy["spec"]) == {"tolerations", "rdmaSharedDevicePlugin"}
@@ -97,7 +99,7 @@ def test_sriov_mode_advertises_the_pfs_vfs_with_their_rdma_devices() -> None:
     spec = parse(
         rdma_values({"mode": "sriov", "resourceName": "nvidia.com/sriov_rdma", "nics": {"deviceIds": ["101e"]}})
     )
-    policy = nic_cluster_policy(spec)
+    policy = nic_cluster_policy(spec.network, spec.gpu_operator, spec.upgrade)
     assert policy_errors(policy) == []
     assert "rdmaSharedDevicePlugin" not in policy["spec"]
     assert device_plugin_config(policy, "sriovDevicePlugin") == {
@@ -113,7 +115,11 @@ def test_sriov_mode_advertises_the_pfs_vfs_with_their_rdma_devices() -> None:
 
 @pytest.mark.parametrize(("driver", "container"), [("host", False), ("operator", True)])
 def test_the_driver_container_only_with_driver_operator(driver: str, container: bool) -> None:
-    policy = nic_cluster_policy(parse(rdma_values({"driver": driver})))
+    policy = nic_cluster_policy(
+        parse(rdma_values({"driver": driver})).network,
+        parse(rdma_values({"driver": driver})).gpu_operator,
+        parse(rdma_values({"driver": driver})).upgrade,
+    )
     assert policy_errors(policy) == []
     assert ("ofedDriver" in policy["spec"]) is container
     if container:
@@ -124,7 +130,11 @@ def test_the_driver_container_only_with_driver_operator(driver: str, container: 
 
 
 def test_the_crd_check_catches_a_misspelled_field() -> None:
-    policy = copy.deepcopy(nic_cluster_policy(parse(rdma_values())))
+    policy = copy.deepcopy(
+        nic_cluster_policy(
+            parse(rdma_values()).network, parse(rdma_values()).gpu_operator, parse(rdma_values()).upgrade
+        )
+    )
     policy["spec"]["rdmaSharedDevicePlugin"]["imag"] = policy["spec"]["rdmaSharedDevicePlugin"].pop("image")
     assert policy_errors(policy) != []
 
@@ -135,7 +145,7 @@ def test_component_images_are_the_ones_the_chart_ships_with() -> None:
     upstream = chart_values(*CHART)["sriov-network-operator"]["images"]["sriovDevicePlugin"]
     repository, _, tag = upstream.rpartition(":")
     assert repository == f"{COMPONENT_REPOSITORY}/sriov-network-device-plugin"
-    assert tag == component_version(spec) == f"network-operator-v{NETWORK_OPERATOR_VERSION}"
+    assert tag == component_version(spec.network) == f"network-operator-v{NETWORK_OPERATOR_VERSION}"
     app_version = yaml.safe_load((chart_path(*CHART) / "Chart.yaml").read_text())["appVersion"]
     assert app_version == f"v{NETWORK_OPERATOR_VERSION}"
 
@@ -195,7 +205,7 @@ def test_the_chart_renders_with_our_values_and_every_object_validates(gpu_operat
     assert bool(nfd_workers) is not gpu_operator, "one NFD in the cluster: the GPU Operator's when it is there"
     [operator] = [d for d in chart.of_kind("Deployment") if d["metadata"]["name"] == "network-operator"]
     assert "tolerations" in pod_spec(operator)
-    assert policy_errors(nic_cluster_policy(spec)) == []
+    assert policy_errors(nic_cluster_policy(spec.network, spec.gpu_operator, spec.upgrade)) == []
 
 
 # --- the GPU Operator: GPUDirect RDMA ------------------------------------------------------------------------------

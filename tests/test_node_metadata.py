@@ -20,12 +20,12 @@ COMMAND = "command:remote:Command"
 
 
 def facts(spec: Any, node: str) -> list[str]:
-    return [line for line in declared_metadata(spec).splitlines() if line.split()[0] == node]
+    return [line for line in declared_metadata(spec.nodes, spec.kueue).splitlines() if line.split()[0] == node]
 
 
 def test_every_node_in_the_stack_is_declared_with_its_labels_and_taints() -> None:
     spec = onprem()
-    lines = declared_metadata(spec).splitlines()
+    lines = declared_metadata(spec.nodes, spec.kueue).splitlines()
     assert [line.split()[0] for line in lines if line.endswith(" node")] == [n.name for n in spec.nodes]
     gpu = facts(spec, "gpu-2")
     assert gpu[0] == "gpu-2 node"

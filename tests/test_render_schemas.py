@@ -48,7 +48,7 @@ def test_schema_check_can_fail(spec) -> None:
 
 @pytest.mark.parametrize(("line", "version"), [("1.6", 2), ("1.7", 2), ("2", 3)])
 def test_containerd_config_parses_and_uses_known_keys(spec, line, version) -> None:
-    document = tomllib.loads(containerd_config_toml(spec, line))
+    document = tomllib.loads(containerd_config_toml(spec.kubelet, spec.images, line))
     assert document["version"] == version
     assert containerd_errors(document, version) == []
     assert document["imports"] == ["/etc/containerd/conf.d/*.toml"]

@@ -37,7 +37,10 @@ def test_every_rendered_step_parses_and_survives_the_command_wrapper() -> None:
     spec = load_spec(values, secret)
     node = spec.nodes[0]
     steps = [*node_steps.prepare_steps(spec, node), node_steps.init_step(spec, node)]
-    steps += [node_steps.join_step(spec, spec.nodes[5]), node_steps.join_credentials_step(spec, "2026-12-01")]
+    steps += [
+        node_steps.join_step(spec, spec.nodes[5]),
+        node_steps.join_credentials_step(spec.control_planes, spec.nodes, "2026-12-01"),
+    ]
     for step in steps:
         assert step.node_script is not None, step.name
         for script in (step.script, step.node_script):

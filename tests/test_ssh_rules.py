@@ -91,4 +91,4 @@ def test_dial_attempts_are_what_pulumi_command_makes_of_the_error_limit() -> Non
     values["ssh"]["dialAttempts"] = 3
     spec = spec_from_values(values, lambda key: key == "ssh")
     # dialErrorLimit N: N failed dials are allowed, N + 1 attempts in all.
-    assert dial_error_limit(spec) + 1 == 3
+    assert dial_error_limit(spec.ssh) + 1 == 3

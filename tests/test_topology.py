@@ -144,7 +144,7 @@ def test_trainjob_annotation_sits_where_the_trainer_crd_allows_it() -> None:
 )
 def test_training_placement_follows_the_config(change: Change, annotations: dict[str, str]) -> None:
     spec = onprem(change)
-    assert training_topology_annotations(spec) == annotations
+    assert training_topology_annotations(spec.kueue) == annotations
     for render in (training_job, train_job, pytorch_job):
         for template in pod_templates(render(spec)):
             assert template.get("metadata", {}).get("annotations", {}) == annotations
@@ -180,7 +180,7 @@ def test_kueue_off_asks_no_topology_of_the_workloads() -> None:
         values["kueue"]["enabled"] = False
         values["workloads"]["createNamespace"] = True
 
-    assert training_topology_annotations(onprem(kueue_off)) == {}
+    assert training_topology_annotations(onprem(kueue_off).kueue) == {}
 
 
 def test_custom_labels_and_a_hostname_level_given_last() -> None:
@@ -204,7 +204,7 @@ def test_custom_labels_and_a_hostname_level_given_last() -> None:
         BLOCK: "b1",
         "example.com/rack": "r08",
     }
-    assert training_topology_annotations(spec) == {PREFERRED: "example.com/rack"}
+    assert training_topology_annotations(spec.kueue) == {PREFERRED: "example.com/rack"}
 
 
 def test_existing_cluster_maps_the_levels_to_the_providers_labels() -> None:

@@ -110,7 +110,7 @@ def _without_additions(job: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("kueue", [True, False], ids=["kueue on", "kueue off"])
 def test_yolo_job_is_the_seed_field_by_field(kueue: bool) -> None:
     spec = onprem(None if kueue else kueue_off)
-    job = yolo_predict_job(spec)
+    job = yolo_predict_job(spec.workloads, spec.kueue)
     assert _without_additions(job) == SEED_YOLO_JOB
     assert job["metadata"]["namespace"] == "vision"
     assert job["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
@@ -122,11 +122,11 @@ def test_kueue_guide_submits_the_job_the_stack_renders() -> None:
 
     guide_job = next(b for b in guide_blocks() if b.get("kind") == "Job")
     guide_job["metadata"]["labels"].pop("kueue.x-k8s.io/priority-class")
-    assert guide_job == yolo_predict_job(onprem())
+    assert guide_job == yolo_predict_job(onprem().workloads, onprem().kueue)
 
 
 def test_seed_comparison_notices_a_changed_field() -> None:
-    job = yolo_predict_job(onprem())
+    job = yolo_predict_job(onprem().workloads, onprem().kueue)
     job["spec"]["backoffLimit"] = 3
     assert _without_additions(job) != SEED_YOLO_JOB
 

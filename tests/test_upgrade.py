@@ -156,7 +156,7 @@ def test_upgrade_and_snapshot_settings_are_validated_with_their_key_paths() -> N
 
 def test_snapshot_timer_runs_the_same_script_as_the_pre_upgrade_snapshot() -> None:
     spec = cluster(1, 0, etcdSnapshots={"schedule": "*-*-* 02:30:00", "retain": 3})
-    timer = timer_step(spec).settings
+    timer = timer_step(spec.etcd_snapshots, spec.control_planes).settings
     assert "OnCalendar=*-*-* 02:30:00" in timer["TIMER_UNIT"]
     assert "SNAPSHOT_RETAIN=3" in timer["SNAPSHOT_SCRIPT_TEXT"]
     pre_upgrade = upgrade_steps(spec)[1][0].step

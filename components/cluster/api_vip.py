@@ -29,6 +29,11 @@ class ApiVip(pulumi.ComponentResource):
         for node in (first, *others):
             after = [prepared[node.name]] + ([self.steps[first.name]] if node is not first else [])
             self.steps[node.name] = step_command(
-                f"{node.name}-api-vip", spec, node, api_vip_step(spec, node), parent=self, depends_on=after
+                f"{node.name}-api-vip",
+                spec,
+                node,
+                api_vip_step(spec.cluster, spec.control_planes, node),
+                parent=self,
+                depends_on=after,
             )
         self.register_outputs({})

@@ -44,7 +44,7 @@ class ClusterCare(pulumi.ComponentResource):
                 f"{node.name}-etcd-snapshot-timer",
                 spec,
                 node,
-                timer_step(spec),
+                timer_step(spec.etcd_snapshots, spec.control_planes),
                 parent=self,
                 depends_on=[member[node.name]],
             )

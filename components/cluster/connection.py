@@ -12,6 +12,7 @@ from pulumi_command import remote
 from ..config.nodes import NodeSpec
 from ..config.schema import Secret
 from ..config.spec import Spec
+from ..config.ssh import SshSpec
 
 _KEY: ContextVar[tuple[Secret, pulumi.Output[str]] | None] = ContextVar("mlcluster_ssh_key", default=None)
 """The SSH key as one secret Output for the program run (a run is one context): every connection shares it
@@ -37,13 +38,13 @@ _DIALS: ContextVar[tuple[Spec, dict[tuple[tuple[str, int], bool], list[pulumi.Re
 node) and whether they dial on create: what `dial_lanes` chains."""
 
 
-def first_hop(spec: Spec, node: NodeSpec) -> tuple[tuple[str, int], int]:
+def first_hop(ssh: SshSpec, node: NodeSpec) -> tuple[tuple[str, int], int]:
     """The sshd a step on `node` dials first, and how many of its dials may be in flight at once: one fewer than
     its MaxStartups, which drops dials from that many unauthenticated connections on (one is left for a person)."""
-    bastion = spec.ssh.bastion
+    bastion = ssh.bastion
     if bastion is not None:
         return (bastion.host, bastion.port), bastion.max_startups - 1
-    return (node.host, node.port or spec.ssh.port), spec.ssh.max_startups - 1
+    return (node.host, node.port or ssh.port), ssh.max_startups - 1
 
 
 def _registered(spec: Spec) -> dict[tuple[tuple[str, int], bool], list[pulumi.Resource]]:
@@ -71,7 +72,7 @@ def dial_lanes(
     create dials nothing and waits for no step, and the engine orders deletes by the recorded *direct*
     dependencies (step_generator.go `ScheduleDeletes`), so removing consecutive workers drains them at most
     `lanes` at once (a scattered set can run more)."""
-    target, lanes = first_hop(spec, node)
+    target, lanes = first_hop(spec.ssh, node)
     registered = _registered(spec).setdefault((target, dials_on_create), [])
     before = [registered[-lanes]] if len(registered) >= lanes else []
     resource = make(before)
@@ -79,38 +80,38 @@ def dial_lanes(
     return resource
 
 
-def ssh_user(spec: Spec, node: NodeSpec) -> str:
-    return node.user or spec.ssh.user
+def ssh_user(ssh: SshSpec, node: NodeSpec) -> str:
+    return node.user or ssh.user
 
 
-def dial_error_limit(spec: Spec) -> int:
+def dial_error_limit(ssh: SshSpec) -> int:
     """pulumi-command gives up after dialErrorLimit *failed* dials, so N attempts are a limit of N - 1."""
-    return spec.ssh.dial_attempts - 1
+    return ssh.dial_attempts - 1
 
 
-def node_connection(spec: Spec, node: NodeSpec) -> remote.ConnectionArgs:
-    private_key = spec.ssh.private_key
+def node_connection(ssh: SshSpec, node: NodeSpec) -> remote.ConnectionArgs:
+    private_key = ssh.private_key
     key = _secret_key(private_key) if private_key is not None else None
     proxy = None
-    bastion = spec.ssh.bastion
+    bastion = ssh.bastion
     if bastion is not None:
         proxy = remote.ProxyConnectionArgs(
             host=bastion.host,
             port=bastion.port,
-            user=bastion.user or spec.ssh.user,
+            user=bastion.user or ssh.user,
             private_key=key,
             host_key=bastion.pinned_host_key,
-            per_dial_timeout=spec.ssh.connect_timeout_seconds,
-            dial_error_limit=dial_error_limit(spec),
+            per_dial_timeout=ssh.connect_timeout_seconds,
+            dial_error_limit=dial_error_limit(ssh),
         )
     return remote.ConnectionArgs(
         host=node.host,
-        port=node.port or spec.ssh.port,
-        user=ssh_user(spec, node),
+        port=node.port or ssh.port,
+        user=ssh_user(ssh, node),
         private_key=key,
         # None only when the user opted out loudly (ssh.insecureIgnoreHostKeys); validation enforces it.
         host_key=node.pinned_host_key,
-        per_dial_timeout=spec.ssh.connect_timeout_seconds,
-        dial_error_limit=dial_error_limit(spec),
+        per_dial_timeout=ssh.connect_timeout_seconds,
+        dial_error_limit=dial_error_limit(ssh),
         proxy=proxy,
     )

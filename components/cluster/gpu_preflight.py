@@ -9,6 +9,8 @@ from __future__ import annotations
 import pulumi
 from pulumi_command import remote
 
+from ..config.gpu import GpuOperatorSpec
+from ..config.network import NetworkSpec
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
 from ..render.gpu_operator import (
@@ -25,8 +27,8 @@ from .node_command import step_command
 from .node_scripts import NodeScripts
 
 
-def node_path(spec: Spec, node: NodeSpec) -> str:
-    return f"nodes[{spec.nodes.index(node)}]"
+def node_path(nodes: tuple[NodeSpec, ...], node: NodeSpec) -> str:
+    return f"nodes[{nodes.index(node)}]"
 
 
 class GpuPreflight(pulumi.ComponentResource):
@@ -46,7 +48,7 @@ class GpuPreflight(pulumi.ComponentResource):
                 f"{node.name}-{step.name}", spec, node, step, parent=self, depends_on=[scripts.copies[node.name]]
             )
             for node in spec.nodes
-            if own_preflight_command(spec, node)
+            if own_preflight_command(spec.gpu_operator, spec.cluster, node)
             for step in [preflight_step(node)]
         }
         stdouts = {name: command.stdout for name, command in self.commands.items()}
@@ -62,7 +64,7 @@ class GpuPreflight(pulumi.ComponentResource):
 
 def _parse_and_report(spec: Spec, stdouts: dict[str, str]) -> dict[str, PreflightResult]:
     results = {name: parse_preflight(stdout) for name, stdout in stdouts.items()}
-    decided, infos, warnings = preflight_report(spec, results)
+    decided, infos, warnings = preflight_report(spec.nodes, spec.gpu_operator, spec.network, results)
     for line in infos:
         pulumi.log.info(f"gpu preflight: {line}")
     for line in warnings:
@@ -73,7 +75,13 @@ def _parse_and_report(spec: Spec, stdouts: dict[str, str]) -> dict[str, Prefligh
     return results
 
 
-def report_undeclared_gpus(spec: Spec, node: NodeSpec, preparation: remote.Command) -> pulumi.Output[None]:
+def report_undeclared_gpus(
+    nodes: tuple[NodeSpec, ...],
+    gpu_operator: GpuOperatorSpec,
+    network: NetworkSpec,
+    node: NodeSpec,
+    preparation: remote.Command,
+) -> pulumi.Output[None]:
     """Warn, as the preflight does, about what the look inside `node`'s preparation found (GPUs on a node
     without a `gpu` section, a host it could not read). Known after the preparation ran; nothing waits on it."""
 
@@ -86,13 +94,13 @@ def report_undeclared_gpus(spec: Spec, node: NodeSpec, preparation: remote.Comma
         except ValueError as error:
             # Only a warning reads this: an unreadable look must not fail the `up` after the node was prepared.
             warn(
-                node_path(spec, node),
+                node_path(nodes, node),
                 f"gpu preflight: {node.name}: the look for GPUs printed no summary ({error})",
                 preparation,
             )
             return
-        _, _, warnings = preflight_report(spec, {node.name: result})
+        _, _, warnings = preflight_report(nodes, gpu_operator, network, {node.name: result})
         for line in warnings:
-            warn(node_path(spec, node), f"gpu preflight: {line}", resource=preparation)
+            warn(node_path(nodes, node), f"gpu preflight: {line}", resource=preparation)
 
     return preparation.stdout.apply(report)

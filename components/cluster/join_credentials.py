@@ -60,8 +60,8 @@ def join_credentials(
     """The credentials (none when no node joins: a one-node cluster), and the record of this run's window and
     nodes (export it through `recorded_once_joined`). One stdin Output each for control planes and workers,
     shared by their joins."""
-    joining = [n.name for n in joining_nodes(spec)]
-    control_planes = [n.name for n in joining_nodes(spec) if n.is_control_plane]
+    joining = [n.name for n in joining_nodes(spec.control_planes, spec.nodes)]
+    control_planes = [n.name for n in joining_nodes(spec.control_planes, spec.nodes) if n.is_control_plane]
     now = clock.utc_now()
     decision: pulumi.Output[MintDecision] = previous.get_output(OUTPUT).apply(
         lambda value: decide(record_from_output(value), joining, control_planes, now)
@@ -88,10 +88,10 @@ def join_credentials(
         spec,
         first,
         # How the step is wired (secret output) does not depend on the window; its text does.
-        join_credentials_step(spec, ""),
+        join_credentials_step(spec.control_planes, spec.nodes, ""),
         parent=parent,
         depends_on=list(after),
-        rendered=decision.apply(lambda made: join_credentials_step(spec, made.minted_for)),
+        rendered=decision.apply(lambda made: join_credentials_step(spec.control_planes, spec.nodes, made.minted_for)),
     )
     printed: pulumi.Output[str] = pulumi.Output.secret(command.stdout)  # type: ignore[arg-type]
     return JoinCredentials(command, printed, printed.apply(_token_and_ca_hash)), record

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_command import remote
 
+from ..config.cluster import ClusterSpec
 from ..config.derived import topology_labels
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
@@ -48,9 +49,9 @@ from .node_scripts import NodeScripts
 PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
 
 
-def cluster_identifier(spec: Spec) -> str:
+def cluster_identifier(cluster: ClusterSpec) -> str:
     """Names the cluster, not how it is reached: changes only when it is another cluster (a new name)."""
-    return f"kubeadm/{spec.cluster.name}"
+    return f"kubeadm/{cluster.name}"
 
 
 class KubeadmCluster(pulumi.ComponentResource):
@@ -92,8 +93,8 @@ class KubeadmCluster(pulumi.ComponentResource):
         for node in spec.nodes:
             first_step = preflights.get(node.name) or scripts.copies[node.name]
             prepared[node.name] = prepare_node(spec, node, self, after=[first_step], gate=refusals_passed)
-            if looks_in_preparation(spec, node):
-                report_undeclared_gpus(spec, node, prepared[node.name])
+            if looks_in_preparation(spec.gpu_operator, spec.cluster, node):
+                report_undeclared_gpus(spec.nodes, spec.gpu_operator, spec.network, node, prepared[node.name])
 
         if spec.cluster.api_vip is not None:
             # A control plane is ready for init/join once it also serves the VIP.
@@ -158,7 +159,7 @@ class KubeadmCluster(pulumi.ComponentResource):
             kubeconfig=provider_kubeconfig,
             # Stable for the cluster's life: a kubeconfig that is unknown in a preview (its step changed)
             # then does not replace the provider and every resource on it (pulumi-kubernetes DiffConfig).
-            cluster_identifier=cluster_identifier(spec),
+            cluster_identifier=cluster_identifier(spec.cluster),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[j.join for j in joins.values()]),
         )
         self.topology_labels = self._reconcile_topology_labels(spec, self._members(control_plane, joins))
@@ -168,7 +169,7 @@ class KubeadmCluster(pulumi.ComponentResource):
             f"{first.name}-{NODE_METADATA_STEP}",
             spec,
             first,
-            node_metadata_step(spec),
+            node_metadata_step(spec.nodes, spec.kueue),
             parent=self,
             depends_on=[control_plane.init, self.provider],
         )
@@ -203,10 +204,12 @@ class KubeadmCluster(pulumi.ComponentResource):
 
 def _refuse_control_plane_change(spec: Spec, recorded: list[object]) -> list[str]:
     control_planes, workers = recorded
-    problem = control_plane_change_problem(control_planes, spec) or promoted_worker_problem(workers, spec)
+    problem = control_plane_change_problem(control_planes, spec.control_planes, spec.nodes) or promoted_worker_problem(
+        workers, spec.nodes
+    )
     if problem is not None:
         raise pulumi.RunError(problem)
-    return recorded_names(spec)
+    return recorded_names(spec.control_planes)
 
 
 def _refuse_version_change(wanted: str, recorded: object) -> str:

@@ -36,7 +36,7 @@ def step_command(
 ) -> remote.Command:
     """`rendered`: the step as decided while the program runs (from an output, such as the previous deployment's
     record); `step` then only says how it is wired (stdin, secret output), which must not depend on that."""
-    user = ssh_user(spec, node)
+    user = ssh_user(spec.ssh, node)
     if stdin is None and step.stdin is not None:
         stdin = pulumi.Output.secret(step.stdin.reveal())
     secret_outputs = ["stdout", "stderr"] if step.secret_stdout else []
@@ -55,7 +55,7 @@ def step_command(
         node,
         lambda dial_after: remote.Command(
             resource_name,
-            connection=node_connection(spec, node),
+            connection=node_connection(spec.ssh, node),
             create=command(step.command_script, step.name) if rendered is None else rendered.apply(_rendered_command),
             delete=command(step.command_delete_script, step.name + "-delete"),
             stdin=stdin,

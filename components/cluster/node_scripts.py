@@ -91,7 +91,7 @@ class NodeScripts(pulumi.ComponentResource):
             node,
             lambda dial_after: remote.CopyToRemote(
                 f"{node.name}-scripts",
-                connection=node_connection(spec, node),
+                connection=node_connection(spec.ssh, node),
                 source=source,
                 remote_path=REMOTE_PATH,
                 opts=pulumi.ResourceOptions(

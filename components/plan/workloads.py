@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = read[1]
     documents = workload_manifests(spec)
     if documents and spec.workloads.create_namespace:
-        documents.insert(0, workloads_namespace(spec))
+        documents.insert(0, workloads_namespace(spec.workloads))
     sys.stdout.write(yaml_text.dump_all(documents))
     return 0
 

@@ -261,8 +261,8 @@ def _configs(spec: Spec, out: Path) -> None:
     configs = out / "configs"
     minor = parse_minor(spec.kubernetes_version)
     _write(configs / "kubelet-config.v1beta1.yaml", yaml_text.dump(kubelet_configuration(spec.kubelet, minor)))
-    _write(configs / "containerd-config.v2.toml", containerd_config_toml(spec, "1.7"))
-    _write(configs / "containerd-config.v3.toml", containerd_config_toml(spec, "2"))
+    _write(configs / "containerd-config.v2.toml", containerd_config_toml(spec.kubelet, spec.images, "1.7"))
+    _write(configs / "containerd-config.v3.toml", containerd_config_toml(spec.kubelet, spec.images, "2"))
     if spec.cluster.mode == "kubeadm" and spec.control_planes:
         first = spec.control_planes[0]
         _write(configs / f"kubeadm-init.v1beta4.{first.name}.yaml", kubeadm.init_config(spec, first))

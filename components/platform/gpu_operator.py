@@ -55,34 +55,34 @@ class GpuOperator(PlatformLayer):
 
     def install(self, spec: Spec) -> Mapping[str, Any]:
         preflight = self.preflight
-        nodes = gpu_nodes(spec) if spec.cluster.mode == "kubeadm" else ()
-        for warning in config_warnings(spec):
+        nodes = gpu_nodes(spec.nodes) if spec.cluster.mode == "kubeadm" else ()
+        for warning in config_warnings(spec.nodes, spec.gpu_operator):
             given(warning, resource=self)
 
         def modes_from(results: Mapping[str, PreflightResult] | None) -> dict[str, DriverMode]:
-            return {n.name: node_driver_mode(spec, n, (results or {}).get(n.name)) for n in nodes}
+            return {n.name: node_driver_mode(spec.gpu_operator, n, (results or {}).get(n.name)) for n in nodes}
 
         # Plain values when no node's driver depends on the preflight: the plan then shows them.
-        needs_preflight = preflight is not None and any(waits_on_preflight(spec, n) for n in nodes)
+        needs_preflight = preflight is not None and any(waits_on_preflight(spec.gpu_operator, n) for n in nodes)
         modes: pulumi.Output[dict[str, DriverMode]] | dict[str, DriverMode]
         if needs_preflight and preflight is not None:
             modes = preflight.results.apply(modes_from)
-            driver_enabled: Any = modes.apply(lambda m: chart_driver_enabled(spec, m))
+            driver_enabled: Any = modes.apply(lambda m: chart_driver_enabled(spec.gpu_operator, spec.cluster, m))
         else:
             modes = modes_from(None)
-            driver_enabled = chart_driver_enabled(spec, modes)
+            driver_enabled = chart_driver_enabled(spec.gpu_operator, spec.cluster, modes)
 
         labelled: list[pulumi.Resource] = []
         for node in nodes:
             metadata: dict[str, Any] = {"name": node.name}
-            if not needs_preflight or preflight is None or not waits_on_preflight(spec, node):
-                metadata["labels"] = gpu_node_labels(spec, node, node_driver_mode(spec, node, None))
+            if not needs_preflight or preflight is None or not waits_on_preflight(spec.gpu_operator, node):
+                metadata["labels"] = gpu_node_labels(spec, node, node_driver_mode(spec.gpu_operator, node, None))
             else:
                 # Only the driver label waits, and on this node's own preflight only: a label patch that waited
                 # on every node's preflight made each GPU node depend on every node (most of a 1,000-node plan's
                 # dependency edges). The stack's own labels stay plain in the plan.
                 decided = preflight.by_node[node.name].apply(
-                    lambda r, node=node: driver_label(node_driver_mode(spec, node, r))  # type: ignore[misc]
+                    lambda r, node=node: driver_label(node_driver_mode(spec.gpu_operator, node, r))  # type: ignore[misc]
                 )
                 metadata["labels"] = {**planned_gpu_labels(node), DRIVER_DEPLOY_LABEL: decided}
                 metadata["annotations"] = {

@@ -26,7 +26,7 @@ class ImageLogistics(PlatformLayer):
 
     def install(self, spec: Spec) -> Mapping[str, Any]:
         if spec.images.spegel.enabled:
-            self.chart(spegel_release(spec))
+            self.chart(spegel_release(spec.images, spec.nodes))
         if prepull_sets(spec):
             namespace = self.manifest(manifests.namespace(PREPULL_NAMESPACE))
             for image_set in prepull_sets(spec):

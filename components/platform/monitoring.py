@@ -46,7 +46,9 @@ class Monitoring(PlatformLayer):
             data = {"username": remote.username, "password": pulumi.Output.secret(remote.password.reveal())}
             before_stack.append(self._secret(REMOTE_WRITE_SECRET, data, spec, [namespace]))
         stack = self.chart(kube_prometheus_stack_release(spec), before_stack)
-        self.manifest(prometheus_rule(spec), [stack], name="prometheus-rule-mlcluster-alerts")
+        self.manifest(
+            prometheus_rule(spec.monitoring, spec.nodes, spec.kubelet), [stack], name="prometheus-rule-mlcluster-alerts"
+        )
         for config_map in dashboard_config_maps(spec):
             self.manifest(config_map, [stack], name=f"dashboard-{config_map['metadata']['name']}")
         for monitor in scrape_monitors(spec):
@@ -57,7 +59,7 @@ class Monitoring(PlatformLayer):
         if rules["custom"] or rules["external"]:
             self.chart(prometheus_adapter_release(spec), [stack])
         return {
-            "alerts": [alert.name for alert in alerts(spec)],
+            "alerts": [alert.name for alert in alerts(spec.monitoring, spec.nodes, spec.kubelet)],
             "customMetrics": sorted(str(rule["name"]["as"]) for kind in rules.values() for rule in kind),
         }
 

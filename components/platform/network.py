@@ -17,5 +17,5 @@ class NetworkOperator(PlatformLayer):
     def install(self, spec: Spec) -> Mapping[str, Any]:
         self.release = self.chart(network_operator_release(spec))
         # After the release: its CRDs, and the operator that reconciles the policy.
-        self.policy = self.manifest(nic_cluster_policy(spec), [self.release])
+        self.policy = self.manifest(nic_cluster_policy(spec.network, spec.gpu_operator, spec.upgrade), [self.release])
         return {"status": self.release.status, "rdmaResource": spec.network.rdma.resource_name}

@@ -83,7 +83,7 @@ class Serving(PlatformLayer):
         namespaces = {
             name: self.manifest(namespace_object(name), name=f"ns-{name}") for name in endpoint_namespaces(kserve)
         }
-        prometheus = prometheus_url(spec) if monitoring_wanted(spec) else None
+        prometheus = prometheus_url(spec.monitoring) if monitoring_wanted(spec) else None
         self.endpoints = []
         for endpoint in kserve.endpoints:
             services = [

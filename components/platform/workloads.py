@@ -27,7 +27,7 @@ class Workloads(PlatformLayer):
     def install(self, spec: Spec) -> Mapping[str, Any]:
         after = self.after
         if spec.workloads.create_namespace:
-            after = [*after, self.manifest(workloads_namespace(spec))]
+            after = [*after, self.manifest(workloads_namespace(spec.workloads))]
         self.objects: dict[str, pulumi.CustomResource] = {}
         claims: dict[str, pulumi.Resource] = {}
         for manifest in workload_manifests(spec):

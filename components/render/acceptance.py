@@ -25,9 +25,10 @@ from ..acceptance.triggers import NodeNow, NodeRecord, StackNow, nodes_to_retest
 from ..acceptance.verdict import QUARANTINE_TAINT, NodeEvidence, ctrf_report, judge, judge_group
 from ..acceptance.waves import plan_waves
 from ..config import checks
-from ..config.acceptance import loopback_fabric
+from ..config.acceptance import AcceptanceSettings, loopback_fabric
 from ..config.derived import multi_node_fabric, node_taints, tested_nodes
-from ..config.kueue import CPU_FLAVOR, flavor_name
+from ..config.gpu import GpuOperatorSpec
+from ..config.kueue import CPU_FLAVOR, KueueSpec, flavor_name
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
 from .shell import NodeStep, rendered_step
@@ -58,9 +59,9 @@ def job_name(node: str) -> str:
     return f"acceptance-{node[:42].rstrip('-.')}-{digest}"
 
 
-def _gpu_taint_tolerations(spec: Spec) -> list[dict[str, str]]:
+def _gpu_taint_tolerations(nodes: tuple[NodeSpec, ...]) -> list[dict[str, str]]:
     """Every taint mlcluster puts on a tested node, and the quarantine taint (a failed node is retested)."""
-    taints = sorted({taint for node in tested_nodes(spec.nodes) for taint in node_taints(spec.nodes, node)})
+    taints = sorted({taint for node in tested_nodes(nodes) for taint in node_taints(nodes, node)})
     tolerations = [checks.toleration_of(taint) for taint in taints]
     tolerations.append({"key": QUARANTINE_TAINT.key, "operator": "Exists", "effect": QUARANTINE_TAINT.effect})
     return tolerations
@@ -77,8 +78,8 @@ def _gpu_limits(gpus: str) -> dict[str, Any]:
     return {"limits": {"nvidia.com/gpu": gpus}}
 
 
-def _dcgm_container(spec: Spec) -> dict[str, Any]:
-    level = DCGM_RUN_LEVEL[spec.acceptance.level]
+def _dcgm_container(acceptance: AcceptanceSettings) -> dict[str, Any]:
+    level = DCGM_RUN_LEVEL[acceptance.level]
     # The JSON must be all the container prints: the host engine's start line goes away, and a failed test
     # (dcgmi's non-zero exit) still lets the NCCL test run; the JSON says what failed.
     script = (
@@ -87,7 +88,7 @@ def _dcgm_container(spec: Spec) -> dict[str, Any]:
     )
     return {
         "name": "dcgm-diag",
-        "image": spec.acceptance.dcgm_image,
+        "image": acceptance.dcgm_image,
         "command": ["/bin/sh", "-c", script],
         "resources": _gpu_limits(GPUS_PLACEHOLDER),
         # DCGM's diagnostics read GPU counters that need CAP_SYS_ADMIN (as dcgm-exporter's profiling metrics).
@@ -95,10 +96,10 @@ def _dcgm_container(spec: Spec) -> dict[str, Any]:
     }
 
 
-def _nccl_loopback_container(spec: Spec) -> dict[str, Any]:
+def _nccl_loopback_container(acceptance: AcceptanceSettings) -> dict[str, Any]:
     return {
         "name": "nccl-loopback",
-        "image": spec.acceptance.nccl_tests_image,
+        "image": acceptance.nccl_tests_image,
         "command": ["all_reduce_perf"],
         "args": [*NCCL_SIZES, "-g", GPUS_PLACEHOLDER, "-c", "1"],
         "resources": _gpu_limits(GPUS_PLACEHOLDER),
@@ -106,31 +107,38 @@ def _nccl_loopback_container(spec: Spec) -> dict[str, Any]:
     }
 
 
-def _queue_label(spec: Spec) -> dict[str, str]:
-    return {"kueue.x-k8s.io/queue-name": QUEUE_NAME} if spec.kueue.enabled else {}
+def _queue_label(kueue: KueueSpec) -> dict[str, str]:
+    return {"kueue.x-k8s.io/queue-name": QUEUE_NAME} if kueue.enabled else {}
 
 
-def job_template(spec: Spec, wave_timeout_seconds: int, *, multi_gpu: bool) -> dict[str, Any]:
+def job_template(
+    nodes: tuple[NodeSpec, ...],
+    acceptance: AcceptanceSettings,
+    kueue: KueueSpec,
+    wave_timeout_seconds: int,
+    *,
+    multi_gpu: bool,
+) -> dict[str, Any]:
     """The Job for one node, with @NODE@, @JOB@ and @GPUS@ for the step to fill in (`fill_job`)."""
     labels = {**APP_LABEL, "mlcluster.io/acceptance-node": NODE_PLACEHOLDER}
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "affinity": _pinned_to([NODE_PLACEHOLDER]),
-        "tolerations": _gpu_taint_tolerations(spec),
+        "tolerations": _gpu_taint_tolerations(nodes),
     }
     if multi_gpu:
-        pod["initContainers"] = [_dcgm_container(spec)]
-        pod["containers"] = [_nccl_loopback_container(spec)]
+        pod["initContainers"] = [_dcgm_container(acceptance)]
+        pod["containers"] = [_nccl_loopback_container(acceptance)]
         pod["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     else:
-        pod["containers"] = [_dcgm_container(spec)]
+        pod["containers"] = [_dcgm_container(acceptance)]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": JOB_PLACEHOLDER,
-            "namespace": spec.acceptance.namespace,
-            "labels": {**labels, **_queue_label(spec)},
+            "namespace": acceptance.namespace,
+            "labels": {**labels, **_queue_label(kueue)},
         },
         "spec": {
             "backoffLimit": 0,
@@ -149,18 +157,18 @@ def fill_job(template_text: str, node: str, gpus: int) -> str:
     )
 
 
-def training_runtime(spec: Spec) -> dict[str, Any]:
+def training_runtime(acceptance: AcceptanceSettings, nodes: tuple[NodeSpec, ...]) -> dict[str, Any]:
     """An MPI TrainingRuntime for nccl-tests, patterned on Kubeflow Trainer's own deepspeed-distributed runtime:
     sshd on every node, a launcher that runs mpirun once they are ready."""
-    image = spec.acceptance.nccl_tests_image
-    tolerations = _gpu_taint_tolerations(spec)
+    image = acceptance.nccl_tests_image
+    tolerations = _gpu_taint_tolerations(nodes)
     sshd = f"mkdir -p /run/sshd && exec /usr/sbin/sshd -De -p {SSH_PORT}"
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainingRuntime",
         "metadata": {
             "name": RUNTIME_NAME,
-            "namespace": spec.acceptance.namespace,
+            "namespace": acceptance.namespace,
             "labels": {**APP_LABEL, "trainer.kubeflow.org/framework": "mpi"},
         },
         "spec": {
@@ -235,21 +243,21 @@ class NodeGroup:
     gpus_per_node: int
 
 
-def _domain(spec: Spec, node: NodeSpec) -> str:
+def _domain(kueue: KueueSpec, node: NodeSpec) -> str:
     if not node.topology:
         return "all"
-    levels = spec.kueue.topology.levels if spec.kueue.topology is not None else tuple(node.topology)
+    levels = kueue.topology.levels if kueue.topology is not None else tuple(node.topology)
     finest = [level for level in levels if level in node.topology]
     return node.topology[finest[-1]] if finest else "all"
 
 
-def node_groups(spec: Spec) -> tuple[NodeGroup, ...]:
+def node_groups(nodes: tuple[NodeSpec, ...], kueue: KueueSpec) -> tuple[NodeGroup, ...]:
     """The multi-node groups: nodes of one topology domain (the finest level they declare, else all nodes) with
     the same GPU model and count, as a TrainJob gives every node the same resources."""
     members: dict[tuple[str, str, int], list[str]] = {}
-    for node in tested_nodes(spec.nodes):
+    for node in tested_nodes(nodes):
         assert node.gpu is not None
-        members.setdefault((_domain(spec, node), node.gpu.model, node.gpu.count), []).append(node.name)
+        members.setdefault((_domain(kueue, node), node.gpu.model, node.gpu.count), []).append(node.name)
     groups = []
     for (domain, model, count), names in sorted(members.items()):
         raw = f"{domain}-{model}-{count}gpu".lower()
@@ -258,7 +266,9 @@ def node_groups(spec: Spec) -> tuple[NodeGroup, ...]:
     return tuple(groups)
 
 
-def train_job(spec: Spec, group: NodeGroup, wave_timeout_seconds: int) -> dict[str, Any]:
+def train_job(
+    acceptance: AcceptanceSettings, kueue: KueueSpec, group: NodeGroup, wave_timeout_seconds: int
+) -> dict[str, Any]:
     ranks = len(group.nodes) * group.gpus_per_node
     mpirun = [
         "mpirun",
@@ -288,8 +298,8 @@ def train_job(spec: Spec, group: NodeGroup, wave_timeout_seconds: int) -> dict[s
         "kind": "TrainJob",
         "metadata": {
             "name": f"all-reduce-{group.name}",
-            "namespace": spec.acceptance.namespace,
-            "labels": {**APP_LABEL, **_queue_label(spec)},
+            "namespace": acceptance.namespace,
+            "labels": {**APP_LABEL, **_queue_label(kueue)},
             "annotations": {NODES_ANNOTATION: ",".join(group.nodes)},
         },
         "spec": {
@@ -310,13 +320,15 @@ def train_job(spec: Spec, group: NodeGroup, wave_timeout_seconds: int) -> dict[s
     }
 
 
-def kueue_objects(spec: Spec) -> list[dict[str, Any]]:
+def kueue_objects(
+    kueue: KueueSpec, nodes: tuple[NodeSpec, ...], acceptance: AcceptanceSettings
+) -> list[dict[str, Any]]:
     """Where Kueue is on: a ClusterQueue of its own (no cohort: it borrows from and lends to no team) sized to the
     fleet's GPUs, and its LocalQueue; the team quotas stay as they are."""
-    if not spec.kueue.enabled:
+    if not kueue.enabled:
         return []
-    gpus = sum(node.gpu.count for node in tested_nodes(spec.nodes) if node.gpu is not None)
-    flavors = sorted({node.gpu.model for node in tested_nodes(spec.nodes) if node.gpu is not None})
+    gpus = sum(node.gpu.count for node in tested_nodes(nodes) if node.gpu is not None)
+    flavors = sorted({node.gpu.model for node in tested_nodes(nodes) if node.gpu is not None})
     quotas = [
         {"name": flavor_name(model), "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}
         for model in flavors
@@ -331,7 +343,7 @@ def kueue_objects(spec: Spec) -> list[dict[str, Any]]:
             "kind": "ClusterQueue",
             "metadata": {"name": QUEUE_NAME, "labels": APP_LABEL},
             "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": spec.acceptance.namespace}},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": acceptance.namespace}},
                 "resourceGroups": [
                     {"coveredResources": ["cpu", "memory"], "flavors": [cpu]},
                     {"coveredResources": ["nvidia.com/gpu"], "flavors": quotas},
@@ -341,7 +353,7 @@ def kueue_objects(spec: Spec) -> list[dict[str, Any]]:
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "LocalQueue",
-            "metadata": {"name": QUEUE_NAME, "namespace": spec.acceptance.namespace, "labels": APP_LABEL},
+            "metadata": {"name": QUEUE_NAME, "namespace": acceptance.namespace, "labels": APP_LABEL},
             "spec": {"clusterQueue": QUEUE_NAME},
         },
     ]
@@ -354,12 +366,16 @@ def cluster_objects(spec: Spec) -> list[dict[str, Any]]:
         "kind": "Namespace",
         "metadata": {"name": spec.acceptance.namespace, "labels": APP_LABEL},
     }
-    runtime = [training_runtime(spec)] if multi_node_runs(spec) else []
-    return [namespace, *kueue_objects(spec), *runtime]
+    runtime = [training_runtime(spec.acceptance, spec.nodes)] if multi_node_runs(spec) else []
+    return [namespace, *kueue_objects(spec.kueue, spec.nodes, spec.acceptance), *runtime]
 
 
 def multi_node_runs(spec: Spec) -> bool:
-    return spec.acceptance.multi_node and spec.kubeflow.enabled and any(len(g.nodes) > 1 for g in node_groups(spec))
+    return (
+        spec.acceptance.multi_node
+        and spec.kubeflow.enabled
+        and any(len(g.nodes) > 1 for g in node_groups(spec.nodes, spec.kueue))
+    )
 
 
 # ---- records: what a node's result vouches for ------------------------------------------------------------------
@@ -403,15 +419,15 @@ def machine_id(node: NodeSpec) -> str:
     return f"host:{node.host}"
 
 
-def driver_of(spec: Spec, node: NodeSpec, host_driver: str | None) -> str:
+def driver_of(gpu_operator: GpuOperatorSpec, node: NodeSpec, host_driver: str | None) -> str:
     """The host driver version the preflight read where the host provides it, else what the operator installs."""
     if host_driver:
         return host_driver
-    return spec.gpu_operator.driver_version or f"operator-default-{spec.gpu_operator.version}"
+    return gpu_operator.driver_version or f"operator-default-{gpu_operator.version}"
 
 
-def toolkit_of(spec: Spec) -> str:
-    toolkit = spec.gpu_operator.toolkit
+def toolkit_of(gpu_operator: GpuOperatorSpec) -> str:
+    toolkit = gpu_operator.toolkit
     return "auto" if toolkit is None else ("on" if toolkit else "off")
 
 
@@ -440,10 +456,12 @@ def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Map
         if parsed is not None:
             recorded[name], recorded_retest[name] = parsed
             recorded_text[name] = str(entry["record"])
-    stack = StackNow(spec.gpu_operator.version, toolkit_of(spec), settings.level)
+    stack = StackNow(spec.gpu_operator.version, toolkit_of(spec.gpu_operator), settings.level)
     nodes = tested_nodes(spec.nodes)
     now = [
-        NodeNow(node.name, machine_id(node), node.gpu.model, driver_of(spec, node, host_drivers.get(node.name)))
+        NodeNow(
+            node.name, machine_id(node), node.gpu.model, driver_of(spec.gpu_operator, node, host_drivers.get(node.name))
+        )
         for node in nodes
         if node.gpu is not None
     ]
@@ -496,16 +514,24 @@ def step_input(spec: Spec, plan: Plan) -> str:
     timeout = wave_timeout_seconds(spec)
     sections = [
         ("objects.yaml", dump_all(cluster_objects(spec))),
-        ("job-multi-gpu.yaml", dump_all([job_template(spec, timeout, multi_gpu=True)])),
-        ("job-one-gpu.yaml", dump_all([job_template(spec, timeout, multi_gpu=False)])),
+        (
+            "job-multi-gpu.yaml",
+            dump_all([job_template(spec.nodes, spec.acceptance, spec.kueue, timeout, multi_gpu=True)]),
+        ),
+        (
+            "job-one-gpu.yaml",
+            dump_all([job_template(spec.nodes, spec.acceptance, spec.kueue, timeout, multi_gpu=False)]),
+        ),
         ("nodes", "".join(line + "\n" for line in plan.lines)),
     ]
-    groups = [g for g in node_groups(spec) if len(g.nodes) > 1] if multi_node_runs(spec) else []
+    groups = [g for g in node_groups(spec.nodes, spec.kueue) if len(g.nodes) > 1] if multi_node_runs(spec) else []
     index = []
     for group in groups:
         record = hashlib.sha256("\n".join(plan.records[n] for n in group.nodes).encode()).hexdigest()[:16]
         index.append(f"{group.name} {record} {','.join(group.nodes)}\n")
-        sections.append((f"group-{group.name}.yaml", dump_all([train_job(spec, group, timeout)])))
+        sections.append(
+            (f"group-{group.name}.yaml", dump_all([train_job(spec.acceptance, spec.kueue, group, timeout)]))
+        )
     sections.append(("groups", "".join(index)))
     return "".join(
         f"=== {name}\n{text if text.endswith(chr(10)) or not text else text + chr(10)}" for name, text in sections
@@ -640,7 +666,7 @@ def report(spec: Spec, result: StepResult, plan: Plan, now_ms: int | None = None
     fabric = multi_node_fabric(spec)
     groups = [
         judge_group(group.name, group.nodes, group.gpu_model, fabric, result.groups.get(group.name), acceptance)
-        for group in node_groups(spec)
+        for group in node_groups(spec.nodes, spec.kueue)
         if group.name in result.groups
     ]
     stop = now_ms if now_ms is not None else int(time.time() * 1000)

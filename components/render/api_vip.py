@@ -15,9 +15,9 @@ as OS services rather than static pods: neither needs Kubernetes credentials or 
 from __future__ import annotations
 
 from ..config.api_vip import ApiVipSpec
+from ..config.cluster import ClusterSpec
 from ..config.formats import is_ip
 from ..config.nodes import NodeSpec
-from ..config.spec import Spec
 from .kubeadm import API_SERVER_PORT
 from .shell import NodeStep, rendered_step
 
@@ -43,23 +43,23 @@ CONNECTION_TIMEOUT = "1h"
 server ends a watch within 30-60 min itself)."""
 
 
-def priority(spec: Spec, node: NodeSpec) -> int:
+def priority(control_planes: tuple[NodeSpec, ...], node: NodeSpec) -> int:
     """The first control plane first: it starts keepalived before the others (the free-address check) and wins the
     first election; the order only matters when several start together."""
-    return TOP_PRIORITY - [n.name for n in spec.control_planes].index(node.name)
+    return TOP_PRIORITY - [n.name for n in control_planes].index(node.name)
 
 
-def _unicast(spec: Spec, node: NodeSpec) -> list[str]:
+def _unicast(control_planes: tuple[NodeSpec, ...], node: NodeSpec) -> list[str]:
     """Unicast adverts when every control plane has an IP address: switches that filter multicast (common in
     virtualised and cloud-like networks) then cannot split the group into two holders."""
-    if not all(is_ip(n.host) for n in spec.control_planes):
+    if not all(is_ip(n.host) for n in control_planes):
         return []
-    peers = [n.host for n in spec.control_planes if n.name != node.name]
+    peers = [n.host for n in control_planes if n.name != node.name]
     return [f"    unicast_src_ip {node.host}", "    unicast_peer {", *(f"        {p}" for p in peers), "    }"]
 
 
-def keepalived_conf(spec: Spec, node: NodeSpec) -> str:
-    vip = _vip(spec)
+def keepalived_conf(cluster: ClusterSpec, control_planes: tuple[NodeSpec, ...], node: NodeSpec) -> str:
+    vip = _vip(cluster)
     interface = vip.interface or INTERFACE_PLACEHOLDER
     lines = [
         f"{MARKER} (keepalived.conf of {node.name}; rendered by mlcluster, edits are overwritten)",
@@ -81,9 +81,9 @@ def keepalived_conf(spec: Spec, node: NodeSpec) -> str:
         "    nopreempt",
         f"    interface {interface}",
         f"    virtual_router_id {vip.router_id}",
-        f"    priority {priority(spec, node)}",
+        f"    priority {priority(control_planes, node)}",
         f"    advert_int {ADVERT_SECONDS}",
-        *_unicast(spec, node),
+        *_unicast(control_planes, node),
         "    virtual_ipaddress {",
         f"        {vip.address} dev {interface}",
         "    }",
@@ -95,8 +95,8 @@ def keepalived_conf(spec: Spec, node: NodeSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_script(spec: Spec) -> str:
-    vip = _vip(spec)
+def check_script(cluster: ClusterSpec) -> str:
+    vip = _vip(cluster)
     return (
         "#!/bin/sh\n"
         f"{MARKER}: keepalived's check. Does this node's haproxy reach a ready API server? (/readyz is readable\n"
@@ -107,11 +107,11 @@ def check_script(spec: Spec) -> str:
     )
 
 
-def haproxy_cfg(spec: Spec) -> str:
-    vip = _vip(spec)
+def haproxy_cfg(cluster: ClusterSpec, control_planes: tuple[NodeSpec, ...]) -> str:
+    vip = _vip(cluster)
     servers = [
         f"    server {n.name} {f'[{n.host}]' if ':' in n.host else n.host}:{API_SERVER_PORT} check"
-        for n in spec.control_planes
+        for n in control_planes
     ]
     lines = [
         f"{MARKER} (haproxy.cfg; rendered by mlcluster, edits are overwritten)",
@@ -140,10 +140,10 @@ def haproxy_cfg(spec: Spec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def api_vip_step(spec: Spec, node: NodeSpec) -> NodeStep:
-    vip = _vip(spec)
-    first = spec.control_planes[0].name == node.name
-    endpoint = spec.cluster.control_plane_endpoint or ""
+def api_vip_step(cluster: ClusterSpec, control_planes: tuple[NodeSpec, ...], node: NodeSpec) -> NodeStep:
+    vip = _vip(cluster)
+    first = control_planes[0].name == node.name
+    endpoint = cluster.control_plane_endpoint or ""
     endpoint_name = endpoint.rsplit(":", 1)[0] if endpoint and not is_ip(endpoint.rsplit(":", 1)[0]) else ""
     return rendered_step(
         "api-vip",
@@ -157,14 +157,14 @@ def api_vip_step(spec: Spec, node: NodeSpec) -> NodeStep:
             "FIRST_CONTROL_PLANE": str(first).lower(),
             "ENDPOINT_NAME": endpoint_name,
             "INTERFACE_PLACEHOLDER": INTERFACE_PLACEHOLDER,
-            "KEEPALIVED_CONF": keepalived_conf(spec, node),
-            "HAPROXY_CFG": haproxy_cfg(spec),
-            "CHECK_SCRIPT": check_script(spec),
+            "KEEPALIVED_CONF": keepalived_conf(cluster, control_planes, node),
+            "HAPROXY_CFG": haproxy_cfg(cluster, control_planes),
+            "CHECK_SCRIPT": check_script(cluster),
         },
     )
 
 
-def _vip(spec: Spec) -> ApiVipSpec:
-    vip = spec.cluster.api_vip
+def _vip(cluster: ClusterSpec) -> ApiVipSpec:
+    vip = cluster.api_vip
     assert vip is not None, "rendered only for a stack with cluster.apiVip"
     return vip

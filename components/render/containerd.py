@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..config.images import ImagesSpec
 from ..config.kubelet import KubeletSpec, effective_kubelet
 from ..config.nodes import NodeSpec
-from ..config.spec import Spec
 from . import toml_text
 from .images import containerd_root, registry_settings
 from .kubelet_placement import CONTAINERD_CONFIG_VERSION, ContainerdLine
@@ -27,11 +27,13 @@ def _merged(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def containerd_config(spec: Spec, line: ContainerdLine, node: NodeSpec | None = None) -> dict[str, Any]:
+def containerd_config(
+    kubelet: KubeletSpec, images: ImagesSpec, line: ContainerdLine, node: NodeSpec | None = None
+) -> dict[str, Any]:
     """The file for one node (its merged tuning, its image disk), or the cluster's when node is None."""
-    tuning = effective_kubelet(spec.kubelet, node.kubelet if node else None)
+    tuning = effective_kubelet(kubelet, node.kubelet if node else None)
     root = containerd_root(node) if node is not None and node.image_disk is not None else None
-    return _merged(_base_config(tuning, line, root), registry_settings(spec.images, CONTAINERD_CONFIG_VERSION[line]))
+    return _merged(_base_config(tuning, line, root), registry_settings(images, CONTAINERD_CONFIG_VERSION[line]))
 
 
 def _base_config(tuning: KubeletSpec, line: ContainerdLine, root: str | None) -> dict[str, Any]:
@@ -58,5 +60,7 @@ def _base_config(tuning: KubeletSpec, line: ContainerdLine, root: str | None) ->
     }
 
 
-def containerd_config_toml(spec: Spec, line: ContainerdLine, node: NodeSpec | None = None) -> str:
-    return toml_text.dumps(containerd_config(spec, line, node))
+def containerd_config_toml(
+    kubelet: KubeletSpec, images: ImagesSpec, line: ContainerdLine, node: NodeSpec | None = None
+) -> str:
+    return toml_text.dumps(containerd_config(kubelet, images, line, node))

@@ -9,6 +9,7 @@ refuses, from the previous deployment's record, before the first control plane's
 
 from __future__ import annotations
 
+from ..config.nodes import NodeSpec
 from ..config.spec import Spec
 
 OUTPUT = "controlPlanes"
@@ -17,8 +18,8 @@ WORKERS_OUTPUT = "workers"
 """The stack output with the workers' names as of the last successful `up` (every join done)."""
 
 
-def recorded_names(spec: Spec) -> list[str]:
-    return [node.name for node in spec.control_planes]
+def recorded_names(control_planes: tuple[NodeSpec, ...]) -> list[str]:
+    return [node.name for node in control_planes]
 
 
 def recorded_workers(spec: Spec) -> list[str]:
@@ -31,11 +32,11 @@ def _names(recorded: object) -> list[str] | None:
     return recorded
 
 
-def promoted_worker_problem(recorded_workers: object, spec: Spec) -> str | None:
+def promoted_worker_problem(recorded_workers: object, nodes: tuple[NodeSpec, ...]) -> str | None:
     """A node that joined as a worker cannot become a control plane in place: its join would find it joined and
     change nothing, so the plan's effect would be false."""
     for name in _names(recorded_workers) or []:
-        found = [(index, node) for index, node in enumerate(spec.nodes) if node.name == name]
+        found = [(index, node) for index, node in enumerate(nodes) if node.name == name]
         if found and found[0][1].is_control_plane:
             return (
                 f"mlcluster:nodes[{found[0][0]}].roles: {name} joined as a worker at the last up: a role cannot change"
@@ -45,14 +46,16 @@ def promoted_worker_problem(recorded_workers: object, spec: Spec) -> str | None:
     return None
 
 
-def control_plane_change_problem(recorded: object, spec: Spec) -> str | None:
+def control_plane_change_problem(
+    recorded: object, control_planes: tuple[NodeSpec, ...], nodes: tuple[NodeSpec, ...]
+) -> str | None:
     """Why this stack cannot follow the control planes of `recorded` (None before the first deployment), or None."""
     names = _names(recorded)
     if not names:
         return None
     recorded = names
     first = recorded[0]
-    by_name = {node.name: (index, node) for index, node in enumerate(spec.nodes)}
+    by_name = {node.name: (index, node) for index, node in enumerate(nodes)}
     guide = "docs/bootstrap.md#removing-a-node"
     if first not in by_name:
         return (
@@ -65,7 +68,7 @@ def control_plane_change_problem(recorded: object, spec: Spec) -> str | None:
             f"mlcluster:nodes[{index}].roles: {first} is the cluster's first control plane (it ran kubeadm init):"
             " it cannot become a worker"
         )
-    current_first = spec.control_planes[0].name
+    current_first = control_planes[0].name
     if current_first != first:
         return (
             f"mlcluster:nodes: {current_first} is now the first control plane, but {first} ran kubeadm init and"

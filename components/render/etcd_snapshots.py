@@ -8,6 +8,8 @@ rendered script, so the scheduled and the pre-upgrade snapshot cannot drift apar
 
 from __future__ import annotations
 
+from ..config.care import EtcdSnapshotSpec
+from ..config.nodes import NodeSpec
 from ..config.spec import Spec
 from .shell import NodeStep, render_script, rendered_step
 from .upgrade import snapshot_settings
@@ -22,10 +24,10 @@ STATIC_POD_MANIFESTS = "/etc/kubernetes/manifests"
 ETCD_PEER_PORT = 2380
 
 
-def initial_cluster(spec: Spec) -> str:
+def initial_cluster(control_planes: tuple[NodeSpec, ...]) -> str:
     """etcd's --initial-cluster of the stacked members: kubeadm names each after its node and advertises its peer
     URL on the node's advertise address (components/render/kubeadm.py: localAPIEndpoint)."""
-    hosts = {n.name: f"[{n.host}]" if ":" in n.host else n.host for n in spec.control_planes}
+    hosts = {n.name: f"[{n.host}]" if ":" in n.host else n.host for n in control_planes}
     return ",".join(f"{name}=https://{host}:{ETCD_PEER_PORT}" for name, host in hosts.items())
 
 
@@ -34,12 +36,12 @@ def restore_script(members: str, manifests: str = STATIC_POD_MANIFESTS) -> str:
     return render_script("etcd-restore", {"INITIAL_CLUSTER": members, "MANIFESTS": manifests})
 
 
-def snapshot_script(spec: Spec) -> str:
-    return render_script("etcd-snapshot", {"TARGET_VERSION": "", **snapshot_settings(spec, "scheduled")})
+def snapshot_script(etcd_snapshots: EtcdSnapshotSpec) -> str:
+    return render_script("etcd-snapshot", {"TARGET_VERSION": "", **snapshot_settings(etcd_snapshots, "scheduled")})
 
 
-def timer_step(spec: Spec) -> NodeStep:
-    snapshots = spec.etcd_snapshots
+def timer_step(etcd_snapshots: EtcdSnapshotSpec, control_planes: tuple[NodeSpec, ...]) -> NodeStep:
+    snapshots = etcd_snapshots
     service = "\n".join(
         [
             "[Unit]",
@@ -64,9 +66,9 @@ def timer_step(spec: Spec) -> NodeStep:
     settings = {
         "SNAPSHOTS_ENABLED": str(snapshots.enabled).lower(),
         "SNAPSHOT_SCRIPT": SNAPSHOT_SCRIPT,
-        "SNAPSHOT_SCRIPT_TEXT": snapshot_script(spec),
+        "SNAPSHOT_SCRIPT_TEXT": snapshot_script(etcd_snapshots),
         "RESTORE_SCRIPT": RESTORE_SCRIPT,
-        "RESTORE_SCRIPT_TEXT": restore_script(initial_cluster(spec)),
+        "RESTORE_SCRIPT_TEXT": restore_script(initial_cluster(control_planes)),
         "UNIT": UNIT,
         "SERVICE_UNIT": service,
         "TIMER_UNIT": timer,
@@ -114,7 +116,7 @@ def restore_rollout_namespaces(spec: Spec) -> list[str]:
         releases.append(cni_release(spec.cluster))
         namespaces += [cni_release(spec.cluster).namespace, *CALICO_OPERATED_NAMESPACES]
     if spec.images.spegel.enabled:
-        releases.append(spegel_release(spec))
+        releases.append(spegel_release(spec.images, spec.nodes))
     if spec.storage.enabled:
         releases.append(storage_release(spec))
     if monitoring_wanted(spec):

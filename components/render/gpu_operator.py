@@ -12,9 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..config.care import UpgradeSpec
 from ..config.checks import parse_taint, toleration_of
+from ..config.cluster import ClusterSpec
 from ..config.derived import CONTROL_PLANE_TAINT, GPU_TAINT, fault_mode, platform_tolerations
-from ..config.gpu import DEVICE_PLUGIN_CONFIG_LABEL, DRIVER_DEPLOY_LABEL, KUEUE_ADMITTED_SELECTOR, MIG_CONFIG_LABEL
+from ..config.gpu import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    DRIVER_DEPLOY_LABEL,
+    KUEUE_ADMITTED_SELECTOR,
+    MIG_CONFIG_LABEL,
+    GpuOperatorSpec,
+)
+from ..config.network import NetworkSpec
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
 from . import yaml_text
@@ -121,22 +130,22 @@ def parse_preflight(stdout: str) -> PreflightResult:
     )
 
 
-def preflight_runs(spec: Spec) -> bool:
+def preflight_runs(gpu_operator: GpuOperatorSpec, cluster: ClusterSpec) -> bool:
     """Whether every node runs the GPU preflight (first, before the rest of its preparation)."""
-    return spec.cluster.mode == "kubeadm" and spec.gpu_operator.enabled
+    return cluster.mode == "kubeadm" and gpu_operator.enabled
 
 
-def own_preflight_command(spec: Spec, node: NodeSpec) -> bool:
+def own_preflight_command(gpu_operator: GpuOperatorSpec, cluster: ClusterSpec, node: NodeSpec) -> bool:
     """Whether the node runs the preflight as a command of its own: a GPU node, whose result decides its driver
     (a value its label and the GPU Operator wait for, so it must not change whenever the preparation re-runs).
     Any other node only looks for GPUs nobody declared, which only a warning reads: that look is the first part
     of its preparation, one resource (and ~37 KB of state) less per node."""
-    return preflight_runs(spec) and node.gpu is not None
+    return preflight_runs(gpu_operator, cluster) and node.gpu is not None
 
 
-def looks_in_preparation(spec: Spec, node: NodeSpec) -> bool:
+def looks_in_preparation(gpu_operator: GpuOperatorSpec, cluster: ClusterSpec, node: NodeSpec) -> bool:
     """Whether the node's preparation starts with the look for undeclared GPUs (see own_preflight_command)."""
-    return preflight_runs(spec) and node.gpu is None
+    return preflight_runs(gpu_operator, cluster) and node.gpu is None
 
 
 def preflight_step(node: NodeSpec) -> NodeStep:
@@ -147,29 +156,29 @@ def preflight_step(node: NodeSpec) -> NodeStep:
     return rendered_step(PREFLIGHT_STEP, title, {"EXPECT_GPU": str(expect).lower()})
 
 
-def node_driver_mode(spec: Spec, node: NodeSpec, result: PreflightResult | None) -> DriverMode:
+def node_driver_mode(gpu_operator: GpuOperatorSpec, node: NodeSpec, result: PreflightResult | None) -> DriverMode:
     """Who provides this node's driver: the node's setting, else the cluster's, else what the host has."""
     assert node.gpu is not None
-    chosen = node.gpu.driver or spec.gpu_operator.driver
+    chosen = node.gpu.driver or gpu_operator.driver
     if chosen != "auto":
         return chosen
     return "preinstalled" if result is not None and result.host_driver else "operator"
 
 
-def chart_driver_enabled(spec: Spec, modes: Mapping[str, DriverMode]) -> bool:
+def chart_driver_enabled(gpu_operator: GpuOperatorSpec, cluster: ClusterSpec, modes: Mapping[str, DriverMode]) -> bool:
     """The chart's driver.enabled: on when any node needs the operator's driver."""
-    if spec.cluster.mode == "existing" or not modes:
+    if cluster.mode == "existing" or not modes:
         # No SSH, no preflight: managed providers' GPU node images ship the driver.
-        chosen = spec.gpu_operator.driver
+        chosen = gpu_operator.driver
         if chosen == "auto":
-            return spec.cluster.defaults.gpu_driver != "preinstalled"
+            return cluster.defaults.gpu_driver != "preinstalled"
         return chosen == "operator"
     return any(mode == "operator" for mode in modes.values())
 
 
-def waits_on_preflight(spec: Spec, node: NodeSpec) -> bool:
+def waits_on_preflight(gpu_operator: GpuOperatorSpec, node: NodeSpec) -> bool:
     """Whether this node's driver (and its driver label) is decided by its GPU preflight (`auto`)."""
-    return node.gpu is not None and (node.gpu.driver or spec.gpu_operator.driver) == "auto"
+    return node.gpu is not None and (node.gpu.driver or gpu_operator.driver) == "auto"
 
 
 def planned_gpu_labels(node: NodeSpec) -> dict[str, str]:
@@ -210,12 +219,10 @@ def device_plugin_config(mig_strategy: str, replicas: int | None) -> dict[str, A
     return config
 
 
-def device_plugin_configs(spec: Spec) -> dict[str, str]:
+def device_plugin_configs(gpu_operator: GpuOperatorSpec, nodes: tuple[NodeSpec, ...]) -> dict[str, str]:
     """ConfigMap data: `default` (cluster-wide sharing or none) and one entry per per-node replica count."""
-    gpu = spec.gpu_operator
-    per_node = sorted(
-        {n.gpu.time_slicing_replicas for n in spec.nodes if n.gpu is not None and n.gpu.time_slicing_replicas}
-    )
+    gpu = gpu_operator
+    per_node = sorted({n.gpu.time_slicing_replicas for n in nodes if n.gpu is not None and n.gpu.time_slicing_replicas})
     if gpu.time_slicing_replicas is None and not per_node:
         return {}
     default = device_plugin_config(gpu.mig_strategy, gpu.time_slicing_replicas)
@@ -243,18 +250,18 @@ def dcgm_exporter_values(spec: Spec) -> dict[str, Any]:
     return values
 
 
-def driver_wait_selector(spec: Spec) -> str:
+def driver_wait_selector(gpu_operator: GpuOperatorSpec, upgrade: UpgradeSpec) -> str:
     """The pods a driver rollout waits for: the given selector, else the pods `upgrade.gpuJobs` protects
     during a Kubernetes upgrade (none when those may be evicted)."""
-    given = spec.gpu_operator.driver_upgrade_policy.wait_for_completion.pod_selector
+    given = gpu_operator.driver_upgrade_policy.wait_for_completion.pod_selector
     if given is not None:
         return given
-    return KUEUE_ADMITTED_SELECTOR if spec.upgrade.gpu_jobs == "wait" else ""
+    return KUEUE_ADMITTED_SELECTOR if upgrade.gpu_jobs == "wait" else ""
 
 
-def driver_upgrade_policy(spec: Spec) -> dict[str, Any]:
+def driver_upgrade_policy(gpu_operator: GpuOperatorSpec, upgrade: UpgradeSpec) -> dict[str, Any]:
     """The chart's driver.upgradePolicy, every key given: the template writes an unset timeout as null."""
-    policy = spec.gpu_operator.driver_upgrade_policy
+    policy = gpu_operator.driver_upgrade_policy
     deletion, drain = policy.gpu_pod_deletion, policy.drain
     count = policy.max_unavailable
     return {
@@ -263,7 +270,7 @@ def driver_upgrade_policy(spec: Spec) -> dict[str, Any]:
         "maxUnavailable": count if count.endswith("%") else int(count),
         "waitForCompletion": {
             "timeoutSeconds": policy.wait_for_completion.timeout_seconds,
-            "podSelector": driver_wait_selector(spec),
+            "podSelector": driver_wait_selector(gpu_operator, upgrade),
         },
         "gpuPodDeletion": {
             "force": deletion.force,
@@ -280,18 +287,21 @@ def driver_upgrade_policy(spec: Spec) -> dict[str, Any]:
     }
 
 
-def driver_rdma(spec: Spec) -> dict[str, Any] | None:
+def driver_rdma(network: NetworkSpec) -> dict[str, Any] | None:
     """driver.rdma with network.rdma: GPUDirect RDMA (nvidia-peermem) in the operator's driver container, over
     the host's MOFED when the site installs it, else after the Network Operator's driver container."""
-    rdma = spec.network.rdma
+    rdma = network.rdma
     return {"enabled": True, "useHostMofed": rdma.driver == "host"} if rdma.enabled else None
 
 
 def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
     """Chart values; driver_enabled is a bool, or an Output of one when it waits on the preflight."""
     gpu = spec.gpu_operator
-    driver: dict[str, Any] = {"enabled": driver_enabled, "upgradePolicy": driver_upgrade_policy(spec)}
-    if (rdma := driver_rdma(spec)) is not None:
+    driver: dict[str, Any] = {
+        "enabled": driver_enabled,
+        "upgradePolicy": driver_upgrade_policy(spec.gpu_operator, spec.upgrade),
+    }
+    if (rdma := driver_rdma(spec.network)) is not None:
         driver["rdma"] = rdma
     if gpu.driver_version is not None:
         driver["version"] = gpu.driver_version
@@ -322,7 +332,7 @@ def gpu_operator_values(spec: Spec, driver_enabled: object) -> dict[str, Any]:
         values["devicePlugin"] = {"enabled": False}
     else:
         values["devicePlugin"] = {"env": list(SECURE_DEVICE_PLUGIN_ENV)}
-        configs = device_plugin_configs(spec)
+        configs = device_plugin_configs(spec.gpu_operator, spec.nodes)
         if configs:
             values["devicePlugin"]["config"] = {
                 "create": True,
@@ -351,7 +361,7 @@ def _with_platform_tolerations(spec: Spec, values: dict[str, Any], controllers: 
 def gpu_operator_release(spec: Spec, driver_enabled: object = None) -> ChartRelease:
     gpu = spec.gpu_operator
     if driver_enabled is None:
-        driver_enabled = chart_driver_enabled(spec, {})
+        driver_enabled = chart_driver_enabled(spec.gpu_operator, spec.cluster, {})
     return ChartRelease(
         name="gpu-operator",
         chart="gpu-operator",
@@ -392,11 +402,11 @@ def driver_root(driver_enabled: bool) -> str:
     return OPERATOR_DRIVER_ROOT if driver_enabled else HOST_DRIVER_ROOT
 
 
-def config_warnings(spec: Spec) -> list[str]:
+def config_warnings(nodes: tuple[NodeSpec, ...], gpu_operator: GpuOperatorSpec) -> list[str]:
     """Allowed but probably not meant: reported at preview and up."""
     warnings = []
-    for i, node in enumerate(spec.nodes):
-        if node.gpu and node.gpu.mig_config and spec.gpu_operator.mig_strategy == "none" and not spec.gpu_operator.dra:
+    for i, node in enumerate(nodes):
+        if node.gpu and node.gpu.mig_config and gpu_operator.mig_strategy == "none" and not gpu_operator.dra:
             warnings.append(
                 f"mlcluster:nodes[{i}].gpu.migConfig: {node.gpu.mig_config} partitions {node.name}'s GPUs, but with"
                 " gpuOperator.migStrategy none the device plugin still offers them as whole nvidia.com/gpu"
@@ -405,15 +415,18 @@ def config_warnings(spec: Spec) -> list[str]:
     return warnings
 
 
-def gpu_nodes(spec: Spec) -> tuple[NodeSpec, ...]:
-    return tuple(n for n in spec.nodes if n.gpu is not None)
+def gpu_nodes(nodes: tuple[NodeSpec, ...]) -> tuple[NodeSpec, ...]:
+    return tuple(n for n in nodes if n.gpu is not None)
 
 
 def preflight_report(
-    spec: Spec, results: Mapping[str, PreflightResult]
+    nodes: tuple[NodeSpec, ...],
+    gpu_operator: GpuOperatorSpec,
+    network: NetworkSpec,
+    results: Mapping[str, PreflightResult],
 ) -> tuple[dict[DriverMode, list[str]], list[str], list[str]]:
     """(driver decision per mode -> nodes, info lines, warning lines) for what `up` reports."""
-    by_name = {n.name: n for n in spec.nodes}
+    by_name = {n.name: n for n in nodes}
     decided: dict[DriverMode, list[str]] = {"operator": [], "preinstalled": []}
     infos: list[str] = []
     warnings: list[str] = []
@@ -423,7 +436,7 @@ def preflight_report(
         warnings += [f"{where}: {w}" for w in result.warnings]
         if node.gpu is None:
             continue
-        mode = node_driver_mode(spec, node, result)
+        mode = node_driver_mode(gpu_operator, node, result)
         decided[mode].append(name)
         driver = f"host driver {result.driver_version}" if result.host_driver else "no host driver"
         infos.append(
@@ -434,12 +447,12 @@ def preflight_report(
             warnings.append(f"{where}: driver is preinstalled by configuration but nvidia-smi found no working driver")
         if node.gpu.count != result.gpu_count:
             warnings.append(f"{where}: nodes[].gpu.count is {node.gpu.count} but the host shows {result.gpu_count}")
-        if spec.network.rdma.enabled:
-            warnings += _rdma_warnings(spec, where, result)
+        if network.rdma.enabled:
+            warnings += _rdma_warnings(network, where, result)
     return decided, infos, warnings
 
 
-def _rdma_warnings(spec: Spec, where: str, result: PreflightResult) -> list[str]:
+def _rdma_warnings(network: NetworkSpec, where: str, result: PreflightResult) -> list[str]:
     """A GPU node of a stack with network.rdma whose NICs the preflight did not find ready: its multi-node jobs
     would wait for an RDMA resource the node never advertises."""
     active = [port for port in result.rdma_ports if ": ACTIVE," in port]
@@ -448,7 +461,7 @@ def _rdma_warnings(spec: Spec, where: str, result: PreflightResult) -> list[str]
     netdevs = {
         name for port in result.rdma_ports if ", netdev " in port for name in port.split(", netdev ")[1].split(",")
     }
-    missing = [name for name in spec.network.rdma.nics.if_names if name not in netdevs]
+    missing = [name for name in network.rdma.nics.if_names if name not in netdevs]
     if missing:
         return [
             f"{where}: network.rdma.nics.ifNames {', '.join(missing)} not on any RDMA port of the host"

@@ -78,9 +78,9 @@ def containerd_root(node: NodeSpec) -> str:
     return disk.path or disk.mount_point
 
 
-def spegel_release(spec: Spec) -> ChartRelease:
-    spegel = spec.images.spegel
-    roots = {containerd_root(n) for n in spec.nodes} or {DEFAULT_CONTAINERD_ROOT}
+def spegel_release(images: ImagesSpec, nodes: tuple[NodeSpec, ...]) -> ChartRelease:
+    spegel = images.spegel
+    roots = {containerd_root(n) for n in nodes} or {DEFAULT_CONTAINERD_ROOT}
     (root,) = roots  # validation guarantees one root across nodes while Spegel is on
     values: dict[str, Any] = {
         "spegel": {
@@ -88,7 +88,7 @@ def spegel_release(spec: Spec) -> ChartRelease:
             "containerdContentPath": f"{root}/io.containerd.content.v1.content",
             "mirroredRegistries": list(spegel.mirrored_registries),
             # Validation allows one endpoint list for all mirrors while Spegel is on.
-            "additionalMirrorTargets": list(spec.images.mirrors[0].endpoints) if spec.images.mirrors else [],
+            "additionalMirrorTargets": list(images.mirrors[0].endpoints) if images.mirrors else [],
         },
         "tolerations": [{"operator": "Exists"}],
     }

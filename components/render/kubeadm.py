@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import checks, formats
+from ..config.cluster import ClusterSpec
 from ..config.derived import node_taints, topology_labels
+from ..config.kueue import KueueSpec
 from ..config.nodes import GPU_COUNT_LABEL, GPU_MODEL_LABEL, NodeSpec
 from ..config.spec import Spec
 from . import yaml_text
@@ -32,19 +34,19 @@ def node_labels(node: NodeSpec) -> dict[str, str]:
     return labels
 
 
-def registered_labels(spec: Spec, node: NodeSpec) -> dict[str, str]:
+def registered_labels(kueue: KueueSpec, node: NodeSpec) -> dict[str, str]:
     """Every label the node's kubelet registers it with: its own, its GPUs', its place in the topology."""
-    return {**node_labels(node), **topology_labels(spec.kueue.topology, node)}
+    return {**node_labels(node), **topology_labels(kueue.topology, node)}
 
 
-def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
+def node_registration(kueue: KueueSpec, nodes: tuple[NodeSpec, ...], node: NodeSpec) -> dict[str, Any]:
     registration: dict[str, Any] = {
         "name": node.name,
         "criSocket": CRI_SOCKET,
         # An empty list means "no taints"; kubeadm would otherwise add its control-plane taint.
-        "taints": [checks.parse_taint(t) for t in node_taints(spec.nodes, node)],
+        "taints": [checks.parse_taint(t) for t in node_taints(nodes, node)],
     }
-    labels = registered_labels(spec, node)
+    labels = registered_labels(kueue, node)
     if labels:
         registration["kubeletExtraArgs"] = [
             {"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
@@ -52,17 +54,17 @@ def node_registration(spec: Spec, node: NodeSpec) -> dict[str, Any]:
     return registration
 
 
-def api_endpoint(spec: Spec) -> str:
+def api_endpoint(cluster: ClusterSpec, control_planes: tuple[NodeSpec, ...]) -> str:
     """host:port the nodes and the admin kubeconfig use for the API server."""
-    vip = spec.cluster.api_vip
+    vip = cluster.api_vip
     default_port = vip.port if vip is not None else API_SERVER_PORT
-    if spec.cluster.control_plane_endpoint:
-        endpoint = spec.cluster.control_plane_endpoint
+    if cluster.control_plane_endpoint:
+        endpoint = cluster.control_plane_endpoint
         has_port = endpoint.rsplit("]", 1)[-1].count(":") == 1 if endpoint.startswith("[") else ":" in endpoint
         return endpoint if has_port else f"{endpoint}:{default_port}"
     if vip is not None:
         return f"{vip.ip}:{vip.port}"
-    first = spec.control_planes[0]
+    first = control_planes[0]
     host = f"[{first.host}]" if ":" in first.host else first.host
     return f"{host}:{API_SERVER_PORT}"
 
@@ -74,19 +76,23 @@ def _local_endpoint(node: NodeSpec) -> dict[str, Any]:
     return endpoint
 
 
-def cluster_configuration(spec: Spec) -> dict[str, Any]:
-    vip = {spec.cluster.api_vip.ip} if spec.cluster.api_vip is not None else set()
-    sans = sorted({n.host for n in spec.control_planes} | {api_endpoint(spec).rsplit(":", 1)[0].strip("[]")} | vip)
+def cluster_configuration(
+    cluster: ClusterSpec, control_planes: tuple[NodeSpec, ...], kubernetes_version: str
+) -> dict[str, Any]:
+    vip = {cluster.api_vip.ip} if cluster.api_vip is not None else set()
+    sans = sorted(
+        {n.host for n in control_planes} | {api_endpoint(cluster, control_planes).rsplit(":", 1)[0].strip("[]")} | vip
+    )
     config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "ClusterConfiguration",
-        "clusterName": spec.cluster.name,
-        "kubernetesVersion": f"v{spec.kubernetes_version.lstrip('v')}",
-        "networking": {"podSubnet": spec.cluster.pod_cidr, "serviceSubnet": spec.cluster.service_cidr},
+        "clusterName": cluster.name,
+        "kubernetesVersion": f"v{kubernetes_version.lstrip('v')}",
+        "networking": {"podSubnet": cluster.pod_cidr, "serviceSubnet": cluster.service_cidr},
         "apiServer": {"certSANs": sans},
     }
-    if spec.cluster.control_plane_endpoint or spec.cluster.api_vip is not None:
-        config["controlPlaneEndpoint"] = api_endpoint(spec)
+    if cluster.control_plane_endpoint or cluster.api_vip is not None:
+        config["controlPlaneEndpoint"] = api_endpoint(cluster, control_planes)
     return config
 
 
@@ -95,10 +101,10 @@ def init_documents(spec: Spec, node: NodeSpec) -> list[dict[str, Any]]:
         "apiVersion": API_VERSION,
         "kind": "InitConfiguration",
         "localAPIEndpoint": _local_endpoint(node),
-        "nodeRegistration": node_registration(spec, node),
+        "nodeRegistration": node_registration(spec.kueue, spec.nodes, node),
     }
     kubelet = kubelet_configuration(spec.kubelet, parse_minor(spec.kubernetes_version))
-    return [init, cluster_configuration(spec), kubelet]
+    return [init, cluster_configuration(spec.cluster, spec.control_planes, spec.kubernetes_version), kubelet]
 
 
 def init_config(spec: Spec, node: NodeSpec) -> str:
@@ -111,12 +117,12 @@ def join_document(spec: Spec, node: NodeSpec) -> dict[str, Any]:
         "kind": "JoinConfiguration",
         "discovery": {
             "bootstrapToken": {
-                "apiServerEndpoint": api_endpoint(spec),
+                "apiServerEndpoint": api_endpoint(spec.cluster, spec.control_planes),
                 "token": TOKEN_PLACEHOLDER,
                 "caCertHashes": [CA_HASH_PLACEHOLDER],
             }
         },
-        "nodeRegistration": node_registration(spec, node),
+        "nodeRegistration": node_registration(spec.kueue, spec.nodes, node),
     }
     if node.is_control_plane:
         join["controlPlane"] = {

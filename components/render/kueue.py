@@ -11,7 +11,7 @@ from typing import Any
 from ..config import checks
 from ..config.derived import GPU_TAINT, GpuFlavor, gpu_flavors, monitoring_wanted, node_taints, platform_tolerations
 from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, KueueSpec, QuotaSpec, TeamSpec
-from ..config.nodes import GPU_MODEL_LABEL
+from ..config.nodes import GPU_MODEL_LABEL, NodeSpec
 from ..config.spec import Spec
 from ..config.training import KubeflowSpec
 from . import manifests, yaml_text
@@ -43,7 +43,7 @@ def integrations(kubeflow: KubeflowSpec) -> list[str]:
     return frameworks
 
 
-def manager_configuration(spec: Spec) -> dict[str, Any]:
+def manager_configuration(kueue: KueueSpec, kubeflow: KubeflowSpec) -> dict[str, Any]:
     """config.kueue.x-k8s.io/v1beta2 Configuration. The chart takes it as one YAML string that replaces its
     default, so the chart's defaults (ports, leader election, concurrency) are repeated here."""
     configuration: dict[str, Any] = {
@@ -64,11 +64,11 @@ def manager_configuration(spec: Spec) -> dict[str, Any]:
             }
         },
         "clientConnection": {"qps": 300, "burst": 500},
-        "integrations": {"frameworks": integrations(spec.kubeflow)},
+        "integrations": {"frameworks": integrations(kubeflow)},
     }
-    if (gang := wait_for_pods_ready(spec.kueue)) is not None:
+    if (gang := wait_for_pods_ready(kueue)) is not None:
         configuration["waitForPodsReady"] = gang
-    if spec.kueue.fair_sharing:
+    if kueue.fair_sharing:
         # In v1beta2 the section's presence turns fair sharing on.
         configuration["fairSharing"] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
     return configuration
@@ -97,7 +97,9 @@ def wait_for_pods_ready(kueue: KueueSpec) -> dict[str, Any] | None:
 
 def kueue_values(spec: Spec) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "managerConfig": {"controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec))}
+        "managerConfig": {
+            "controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec.kueue, spec.kubeflow))
+        }
     }
     if monitoring_wanted(spec):
         # The chart's ServiceMonitor, for the queue and quota metrics the Kueue dashboard and alerts read.
@@ -125,28 +127,28 @@ custom MIG layout) and checks nothing."""
 UNCHECKED = "unchecked"
 
 
-def _gpu_flavor_spec(spec: Spec, flavor: GpuFlavor) -> dict[str, Any]:
+def _gpu_flavor_spec(kueue: KueueSpec, nodes: tuple[NodeSpec, ...], flavor: GpuFlavor) -> dict[str, Any]:
     """nodeLabels and tolerations from the same functions that label and taint the nodes, so they cannot drift."""
     if flavor.nodes:
         labels = {GPU_MODEL_LABEL: node_labels(flavor.nodes[0])[GPU_MODEL_LABEL]}
         taints = sorted(
-            {t for node in flavor.nodes for t in node_taints(spec.nodes, node) if t.startswith("nvidia.com/gpu")}
+            {t for node in flavor.nodes for t in node_taints(nodes, node) if t.startswith("nvidia.com/gpu")}
         )
     else:
         labels = dict(flavor.node_labels) or {GPU_MODEL_LABEL: flavor.model}
         taints = [GPU_TAINT]
     # Kueue adds these tolerations to the pods it admits on this flavor: jobs need not carry them.
     body: dict[str, Any] = {"nodeLabels": labels, "tolerations": [checks.toleration_of(t) for t in taints]}
-    if spec.kueue.topology is not None:
+    if kueue.topology is not None:
         body["topologyName"] = TOPOLOGY_NAME
     return body
 
 
-def topology(spec: Spec) -> Manifest | None:
+def topology(kueue: KueueSpec) -> Manifest | None:
     """The datacenter levels, coarsest first and the node last (Kueue's rule), as the GPU flavors' Topology."""
-    if spec.kueue.topology is None:
+    if kueue.topology is None:
         return None
-    levels = [{"nodeLabel": label} for label in spec.kueue.topology.level_labels().values()]
+    levels = [{"nodeLabel": label} for label in kueue.topology.level_labels().values()]
     return {
         "apiVersion": KUEUE_API,
         "kind": "Topology",
@@ -155,10 +157,10 @@ def topology(spec: Spec) -> Manifest | None:
     }
 
 
-def training_topology_annotations(spec: Spec) -> dict[str, str]:
+def training_topology_annotations(kueue: KueueSpec) -> dict[str, str]:
     """What a training pod template asks Kueue for: all its pods in one domain of kueue.topology.trainingLevel."""
-    declared = spec.kueue.topology
-    if not spec.kueue.enabled or declared is None:
+    declared = kueue.topology
+    if not kueue.enabled or declared is None:
         return {}
     return {TOPOLOGY_ANNOTATIONS[declared.training_placement]: declared.level_labels()[declared.training_level]}
 
@@ -166,7 +168,7 @@ def training_topology_annotations(spec: Spec) -> dict[str, str]:
 def resource_flavors(spec: Spec) -> list[Manifest]:
     flavors = [_object("ResourceFlavor", CPU_FLAVOR, spec={})]
     for flavor in sorted(gpu_flavors(spec).values(), key=lambda f: f.name):
-        manifest = _object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(spec, flavor))
+        manifest = _object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(spec.kueue, spec.nodes, flavor))
         if flavor.unchecked:
             manifest["metadata"]["annotations"] = {DECLARED_GPUS_ANNOTATION: UNCHECKED}
         elif flavor.capacity:
@@ -251,7 +253,7 @@ def kueue_objects(spec: Spec) -> list[Manifest]:
     """Every object, in the order they can be created: the topology, flavors, priorities, queues, namespaces,
     local queues."""
     teams = spec.kueue.teams
-    datacenter = topology(spec)
+    datacenter = topology(spec.kueue)
     return [
         *([datacenter] if datacenter else []),
         *resource_flavors(spec),

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.derived import custom_metric_deployments, fault_mode, monitoring_wanted, platform_tolerations
-from ..config.kubelet import effective_kubelet
-from ..config.serving import InferenceDeploymentSpec
+from ..config.kubelet import KubeletSpec, effective_kubelet
+from ..config.monitoring import MonitoringSpec
+from ..config.nodes import NodeSpec
+from ..config.serving import InferenceDeploymentSpec, KserveSpec
 from ..config.spec import Spec
+from ..config.storage import StorageSpec
 from .endpoints import deployment_labels
 from .helm import ChartRelease, tolerating
 from .images import containerd_root
@@ -106,9 +109,9 @@ def dcgm_scraped(spec: Spec) -> bool:
     return monitoring_wanted(spec) and spec.gpu_operator.enabled and spec.gpu_operator.dcgm_exporter
 
 
-def storage_class(spec: Spec) -> str | None:
+def storage_class(storage: StorageSpec) -> str | None:
     """The stack's StorageClass; None: the cluster's default class."""
-    return spec.storage.storage_class if spec.storage.enabled else None
+    return storage.storage_class if storage.enabled else None
 
 
 KPS_TOLERATION_PATHS = (
@@ -130,8 +133,8 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": monitoring.storage_size}},
     }
-    if storage_class(spec) is not None:
-        claim["storageClassName"] = storage_class(spec)
+    if storage_class(spec.storage) is not None:
+        claim["storageClassName"] = storage_class(spec.storage)
     grafana: dict[str, Any] = {"sidecar": {"dashboards": {"enabled": True, "label": DASHBOARD_LABEL}}}
     if monitoring.grafana_admin_password is not None:
         # The password stays in a Secret (components/platform/monitoring.py); the values only name it.
@@ -186,9 +189,9 @@ def kube_prometheus_stack_release(spec: Spec) -> ChartRelease:
     )
 
 
-def prometheus_url(spec: Spec) -> str:
+def prometheus_url(monitoring: MonitoringSpec) -> str:
     """The stack's Prometheus, as KEDA's prometheus trigger (an endpoint's queue query) reaches it."""
-    return f"http://{PROMETHEUS_SERVICE}.{spec.monitoring.namespace}.svc:9090"
+    return f"http://{PROMETHEUS_SERVICE}.{monitoring.namespace}.svc:9090"
 
 
 def adapter_rule(deployment: InferenceDeploymentSpec) -> dict[str, Any]:
@@ -240,13 +243,15 @@ def prometheus_adapter_release(spec: Spec) -> ChartRelease:
     )
 
 
-def _monitor(kind: str, name: str, spec: Spec, watched: list[str], body: dict[str, Any]) -> dict[str, Any]:
+def _monitor(
+    kind: str, name: str, monitoring: MonitoringSpec, watched: list[str], body: dict[str, Any]
+) -> dict[str, Any]:
     """Monitors live in the monitoring namespace and select their targets' namespaces, so they need not wait
     for the layers that create those namespaces."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": kind,
-        "metadata": {"name": name, "namespace": spec.monitoring.namespace},
+        "metadata": {"name": name, "namespace": monitoring.namespace},
         "spec": {"namespaceSelector": {"matchNames": watched}, **body},
     }
 
@@ -264,7 +269,7 @@ def scrape_monitors(spec: Spec) -> list[dict[str, Any]]:
         _monitor(
             "PodMonitor",
             f"{d.namespace}-{d.name}",
-            spec,
+            spec.monitoring,
             [d.namespace],
             {
                 "selector": {"matchLabels": deployment_labels(d)},
@@ -280,7 +285,7 @@ def scrape_monitors(spec: Spec) -> list[dict[str, Any]]:
             _monitor(
                 "ServiceMonitor",
                 "kubeflow-trainer",
-                spec,
+                spec.monitoring,
                 [spec.kubeflow.namespace],
                 {
                     "selector": {"matchLabels": TRAINER_MANAGER_LABELS},
@@ -302,7 +307,7 @@ def scrape_monitors(spec: Spec) -> list[dict[str, Any]]:
             _monitor(
                 "PodMonitor",
                 "kserve-inference-services",
-                spec,
+                spec.monitoring,
                 namespaces,
                 {
                     "selector": {"matchExpressions": [{"key": KSERVE_ISVC_LABEL, "operator": "Exists"}]},
@@ -322,15 +327,15 @@ class Alert:
     summary: str
 
 
-def _image_disk_expr(spec: Spec) -> str:
+def _image_disk_expr(nodes: tuple[NodeSpec, ...], kubelet: KubeletSpec) -> str:
     """Image filesystem use above the node's kubelet image-GC high threshold, per (mount point, threshold)."""
     groups: dict[tuple[str, int], list[str]] = {}
-    for node in spec.nodes:
+    for node in nodes:
         root = containerd_root(node) if node.image_disk is not None else "/"
-        high = effective_kubelet(spec.kubelet, node.kubelet).image_gc_high_threshold_percent
+        high = effective_kubelet(kubelet, node.kubelet).image_gc_high_threshold_percent
         groups.setdefault((root, high), []).append(node.name)
     if not groups:
-        groups[("/", spec.kubelet.image_gc_high_threshold_percent)] = []
+        groups[("/", kubelet.image_gc_high_threshold_percent)] = []
     clauses = []
     for (mount, high), names in sorted(groups.items()):
         selector = f'mountpoint="{mount}"' + (f',{NODE_LABEL}=~"{"|".join(sorted(names))}"' if names else "")
@@ -339,8 +344,8 @@ def _image_disk_expr(spec: Spec) -> str:
     return " or ".join(clauses)
 
 
-def alerts(spec: Spec) -> list[Alert]:
-    pending = spec.monitoring.pending_alert_minutes
+def alerts(monitoring: MonitoringSpec, nodes: tuple[NodeSpec, ...], kubelet: KubeletSpec) -> list[Alert]:
+    pending = monitoring.pending_alert_minutes
     return [
         Alert(
             "GpuXidError",
@@ -394,7 +399,7 @@ def alerts(spec: Spec) -> list[Alert]:
         ),
         Alert(
             "ImageDiskAboveGcThreshold",
-            _image_disk_expr(spec),
+            _image_disk_expr(nodes, kubelet),
             "15m",
             "warning",
             "Image filesystem {{ $labels.mountpoint }} on {{ $labels.node }} is past the kubelet's image-GC"
@@ -412,7 +417,7 @@ def alerts(spec: Spec) -> list[Alert]:
     ]
 
 
-def prometheus_rule(spec: Spec) -> dict[str, Any]:
+def prometheus_rule(monitoring: MonitoringSpec, nodes: tuple[NodeSpec, ...], kubelet: KubeletSpec) -> dict[str, Any]:
     rules = [
         {
             "alert": alert.name,
@@ -421,12 +426,12 @@ def prometheus_rule(spec: Spec) -> dict[str, Any]:
             "labels": {"severity": alert.severity},
             "annotations": {"summary": alert.summary},
         }
-        for alert in alerts(spec)
+        for alert in alerts(monitoring, nodes, kubelet)
     ]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {"name": ALERTS_RULE, "namespace": spec.monitoring.namespace},
+        "metadata": {"name": ALERTS_RULE, "namespace": monitoring.namespace},
         "spec": {"groups": [{"name": "mlcluster", "rules": rules}]},
     }
 
@@ -495,7 +500,7 @@ def dashboards(spec: Spec) -> dict[str, dict[str, Any]]:
     serving_panels: list[Panel] = [
         (
             "Available replicas",
-            'kube_deployment_status_replicas_available{namespace=~"' + _model_namespaces(spec) + '"}',
+            'kube_deployment_status_replicas_available{namespace=~"' + _model_namespaces(spec.kserve) + '"}',
             "{{namespace}}/{{deployment}}",
         ),
         (
@@ -523,8 +528,8 @@ def dashboards(spec: Spec) -> dict[str, dict[str, Any]]:
     return {"gpus.json": gpus, "kueue.json": kueue, "serving.json": serving}
 
 
-def _model_namespaces(spec: Spec) -> str:
-    names = {e.namespace for e in spec.kserve.endpoints} | {d.namespace for d in spec.kserve.deployments}
+def _model_namespaces(kserve: KserveSpec) -> str:
+    names = {e.namespace for e in kserve.endpoints} | {d.namespace for d in kserve.deployments}
     return "|".join(sorted(names)) or ".+"
 
 

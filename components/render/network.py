@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..config.care import UpgradeSpec
 from ..config.checks import toleration_of
 from ..config.derived import GPU_TAINT, platform_tolerations
+from ..config.gpu import GpuOperatorSpec
+from ..config.network import NetworkSpec
 from ..config.spec import Spec
+from ..config.workloads import WorkloadsSpec
 from .gpu_operator import NGC_REPOSITORY, driver_wait_selector
 from .helm import ChartRelease, tolerating
 
@@ -38,9 +42,9 @@ CHART_OPERATOR_TOLERATIONS = (
 NFD_CONTROLLERS = ("node-feature-discovery.master", "node-feature-discovery.gc")
 
 
-def component_version(spec: Spec) -> str:
+def component_version(network: NetworkSpec) -> str:
     """The tag the release's own components carry (the chart's values: network-operator-v<appVersion>)."""
-    return f"network-operator-v{spec.network.rdma.version.lstrip('v')}"
+    return f"network-operator-v{network.rdma.version.lstrip('v')}"
 
 
 def resource_parts(resource_name: str) -> tuple[str, str]:
@@ -48,9 +52,9 @@ def resource_parts(resource_name: str) -> tuple[str, str]:
     return prefix, name
 
 
-def rdma_shared_device_plugin_config(spec: Spec) -> dict[str, Any]:
+def rdma_shared_device_plugin_config(network: NetworkSpec) -> dict[str, Any]:
     """The RDMA shared device plugin's config file: one resource over the declared NICs."""
-    rdma = spec.network.rdma
+    rdma = network.rdma
     nics = rdma.nics
     prefix, name = resource_parts(rdma.resource_name)
     selectors = {
@@ -72,9 +76,9 @@ def rdma_shared_device_plugin_config(spec: Spec) -> dict[str, Any]:
     }
 
 
-def sriov_device_plugin_config(spec: Spec) -> dict[str, Any]:
+def sriov_device_plugin_config(network: NetworkSpec) -> dict[str, Any]:
     """The SR-IOV device plugin's config file: the declared NICs' VFs with their RDMA devices, one per pod."""
-    rdma = spec.network.rdma
+    rdma = network.rdma
     nics = rdma.nics
     prefix, name = resource_parts(rdma.resource_name)
     selectors: dict[str, Any] = {
@@ -88,46 +92,46 @@ def sriov_device_plugin_config(spec: Spec) -> dict[str, Any]:
     return {"resourceList": [{"resourcePrefix": prefix, "resourceName": name, "selectors": selectors}]}
 
 
-def _image(spec: Spec, image: str, version: str | None = None) -> dict[str, Any]:
-    return {"image": image, "repository": COMPONENT_REPOSITORY, "version": version or component_version(spec)}
+def _image(network: NetworkSpec, image: str, version: str | None = None) -> dict[str, Any]:
+    return {"image": image, "repository": COMPONENT_REPOSITORY, "version": version or component_version(network)}
 
 
-def ofed_driver(spec: Spec) -> dict[str, Any]:
+def ofed_driver(network: NetworkSpec, gpu_operator: GpuOperatorSpec, upgrade: UpgradeSpec) -> dict[str, Any]:
     """The DOCA-OFED driver container: probes as NVIDIA's example policy; a driver change waits for the jobs the
     GPU driver's upgrade waits for (driver_wait_selector), then drains the node one at a time."""
-    rdma = spec.network.rdma
+    rdma = network.rdma
     return {
-        **_image(spec, DOCA_DRIVER_IMAGE, rdma.driver_version),
+        **_image(network, DOCA_DRIVER_IMAGE, rdma.driver_version),
         "startupProbe": {"initialDelaySeconds": 10, "periodSeconds": 10},
         "livenessProbe": {"initialDelaySeconds": 30, "periodSeconds": 30},
         "readinessProbe": {"initialDelaySeconds": 10, "periodSeconds": 30},
         "upgradePolicy": {
             "autoUpgrade": True,
             "maxParallelUpgrades": 1,
-            "waitForCompletion": {"podSelector": driver_wait_selector(spec)},
+            "waitForCompletion": {"podSelector": driver_wait_selector(gpu_operator, upgrade)},
             # Training pods keep /dev/shm in an emptyDir: a drain that refused them would never finish.
             "drain": {"enable": True, "force": False, "deleteEmptyDir": True, "timeoutSeconds": 300},
         },
     }
 
 
-def nic_cluster_policy(spec: Spec) -> Manifest:
-    rdma = spec.network.rdma
+def nic_cluster_policy(network: NetworkSpec, gpu_operator: GpuOperatorSpec, upgrade: UpgradeSpec) -> Manifest:
+    rdma = network.rdma
     body: dict[str, Any] = {
         # The device plugins and the driver run on the GPU nodes, which carry the GPU taint.
         "tolerations": [toleration_of(GPU_TAINT)],
     }
     if rdma.mode == "sriov":
-        config = sriov_device_plugin_config(spec)
-        body["sriovDevicePlugin"] = {**_image(spec, SRIOV_DEVICE_PLUGIN_IMAGE), "config": json.dumps(config)}
+        config = sriov_device_plugin_config(network)
+        body["sriovDevicePlugin"] = {**_image(network, SRIOV_DEVICE_PLUGIN_IMAGE), "config": json.dumps(config)}
     else:
-        config = rdma_shared_device_plugin_config(spec)
+        config = rdma_shared_device_plugin_config(network)
         body["rdmaSharedDevicePlugin"] = {
-            **_image(spec, RDMA_SHARED_DEVICE_PLUGIN_IMAGE),
+            **_image(network, RDMA_SHARED_DEVICE_PLUGIN_IMAGE),
             "config": json.dumps(config),
         }
     if rdma.driver == "operator":
-        body["ofedDriver"] = ofed_driver(spec)
+        body["ofedDriver"] = ofed_driver(network, gpu_operator, upgrade)
     return {
         "apiVersion": NIC_CLUSTER_POLICY_API,
         "kind": "NicClusterPolicy",
@@ -166,18 +170,18 @@ def network_operator_release(spec: Spec) -> ChartRelease:
 # --- what RDMA adds to the other layers -----------------------------------------------------------------------
 
 
-def rdma_requested(spec: Spec) -> bool:
+def rdma_requested(network: NetworkSpec, workloads: WorkloadsSpec) -> bool:
     """Whether the stack's training pods ask for an RDMA device: only a run over several nodes talks over it."""
-    return spec.network.rdma.enabled and spec.workloads.training.num_nodes > 1
+    return network.rdma.enabled and workloads.training.num_nodes > 1
 
 
-def rdma_limits(spec: Spec) -> dict[str, int]:
+def rdma_limits(network: NetworkSpec, workloads: WorkloadsSpec) -> dict[str, int]:
     """The RDMA device a multi-node training pod requests (as a limit: devices are never overcommitted)."""
-    return {spec.network.rdma.resource_name: 1} if rdma_requested(spec) else {}
+    return {network.rdma.resource_name: 1} if rdma_requested(network, workloads) else {}
 
 
-def rdma_container_patch(spec: Spec) -> dict[str, Any]:
+def rdma_container_patch(network: NetworkSpec, workloads: WorkloadsSpec) -> dict[str, Any]:
     """What a multi-node training container needs beside the device: IPC_LOCK to pin the memory it registers."""
-    if not rdma_requested(spec):
+    if not rdma_requested(network, workloads):
         return {}
     return {"securityContext": {"capabilities": {"add": [IPC_LOCK]}}}

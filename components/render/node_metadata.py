@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from ..config import checks
 from ..config.derived import node_taints
-from ..config.spec import Spec
+from ..config.kueue import KueueSpec
+from ..config.nodes import NodeSpec
 from .kubeadm import registered_labels
 from .shell import NodeStep, rendered_step
 
@@ -41,25 +42,27 @@ def taint_text(taint: str) -> str:
     return f"{parsed['key']}{value}:{parsed['effect']}"
 
 
-def declared_metadata(spec: Spec) -> str:
+def declared_metadata(nodes: tuple[NodeSpec, ...], kueue: KueueSpec) -> str:
     """What the stack declares for each node still in it, one fact per line, so that a plan's diff names the node
     and the label or taint that changed: `NODE node`, `NODE label KEY=VALUE`, `NODE taint KEY[=VALUE]:EFFECT`."""
     lines = []
-    for node in spec.nodes:
+    for node in nodes:
         if node.gone:
             continue
         lines.append(f"{node.name} node")
-        lines.extend(f"{node.name} label {key}={value}" for key, value in sorted(registered_labels(spec, node).items()))
-        lines.extend(f"{node.name} taint {taint_text(taint)}" for taint in node_taints(spec.nodes, node))
+        lines.extend(
+            f"{node.name} label {key}={value}" for key, value in sorted(registered_labels(kueue, node).items())
+        )
+        lines.extend(f"{node.name} taint {taint_text(taint)}" for taint in node_taints(nodes, node))
     return "\n".join(lines)
 
 
-def node_metadata_step(spec: Spec) -> NodeStep:
+def node_metadata_step(nodes: tuple[NodeSpec, ...], kueue: KueueSpec) -> NodeStep:
     return rendered_step(
         STEP,
         "Keep each node's labels and taints as the stack declares them (through the API, from this control plane)",
         {
-            "DECLARED": declared_metadata(spec),
+            "DECLARED": declared_metadata(nodes, kueue),
             "NODES_TEMPLATE": NODES_TEMPLATE,
             "MANAGED_LABELS_ANNOTATION": MANAGED_LABELS_ANNOTATION,
             "MANAGED_TAINTS_ANNOTATION": MANAGED_TAINTS_ANNOTATION,

@@ -35,8 +35,8 @@ NOT_READY_DRAIN_TIMEOUT = "1m"
 PREPARE_STEP = "prepare"
 
 
-def kubernetes_minor(spec: Spec) -> str:
-    major, minor, _ = version_tuple(spec.kubernetes_version)
+def kubernetes_minor(kubernetes_version: str) -> str:
+    major, minor, _ = version_tuple(kubernetes_version)
     return f"v{major}.{minor}"
 
 
@@ -71,7 +71,7 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
                 {
                     "CONTAINERD_ROOT": images.containerd_root(node),
                     "REQUIRED_BYTES": str(needed),
-                    "HIGH_THRESHOLD_PERCENT": str(node_tuning(spec, node).image_gc_high_threshold_percent),
+                    "HIGH_THRESHOLD_PERCENT": str(node_tuning(spec.kubelet, node).image_gc_high_threshold_percent),
                 },
             )
         )
@@ -80,12 +80,12 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
 
 def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     """Steps that make a bare host ready for kubeadm, in order."""
-    minor = kubernetes_minor(spec)
+    minor = kubernetes_minor(spec.kubernetes_version)
     repo = f"{K8S_REPO_BASE}/{minor}"
     version = spec.kubernetes_version.lstrip("v")
     image_disk = image_disk_step(node)
     return [
-        *([preflight_step(node)] if looks_in_preparation(spec, node) else []),
+        *([preflight_step(node)] if looks_in_preparation(spec.gpu_operator, spec.cluster, node) else []),
         rendered_step("os", "Check the operating system"),
         rendered_step("swap", "Turn swap off"),
         rendered_step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
@@ -117,7 +117,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
             },
         ),
         *image_steps(spec, node),
-        tuning_step(spec, node),
+        tuning_step(spec.kubelet, spec.kubernetes_version, spec.images, node),
     ]
 
 
@@ -156,7 +156,9 @@ def admin_kubeconfig_step(renewed_before: str = "") -> NodeStep:
     )
 
 
-def join_credentials_step(spec: Spec, minted_for: str) -> NodeStep:
+def join_credentials_step(
+    control_planes: tuple[NodeSpec, ...], nodes: tuple[NodeSpec, ...], minted_for: str
+) -> NodeStep:
     """The token and CA hash every joining node reads (a certificate key too while a control plane is to join).
 
     One resource, not one per node: one SSH session on the first control plane however many join. The nodes and
@@ -164,7 +166,7 @@ def join_credentials_step(spec: Spec, minted_for: str) -> NodeStep:
     fresh credentials (components/render/join_credentials.py); joins ignore later stdin changes (a credential is
     spent once, at join).
     """
-    joining = joining_nodes(spec)
+    joining = joining_nodes(control_planes, nodes)
     return rendered_step(
         "join-credentials",
         f"Create a join token for {len(joining)} node(s)",
@@ -178,11 +180,11 @@ def join_credentials_step(spec: Spec, minted_for: str) -> NodeStep:
     )
 
 
-def joining_nodes(spec: Spec) -> list[NodeSpec]:
+def joining_nodes(control_planes: tuple[NodeSpec, ...], nodes: tuple[NodeSpec, ...]) -> list[NodeSpec]:
     """Every node that joins with the join credentials: all but the first control plane. A node marked gone stays
     listed until it leaves the stack: marking it must run nothing (docs/bootstrap.md, removing a dead host)."""
-    first = spec.control_planes[0]
-    return [n for n in spec.nodes if n is not first]
+    first = control_planes[0]
+    return [n for n in nodes if n is not first]
 
 
 def join_step(spec: Spec, node: NodeSpec) -> NodeStep:

@@ -59,7 +59,7 @@ def stack_nodes(spec: Spec) -> list[Node]:
     if spec.cluster.mode == "kubeadm":
         nodes = []
         for node in spec.nodes:
-            labels = {**_kubelet_labels(node.name), **registered_labels(spec, node)}
+            labels = {**_kubelet_labels(node.name), **registered_labels(spec.kueue, node)}
             if node.is_control_plane:
                 labels[CONTROL_PLANE_LABEL] = ""
             if node.gpu is not None:

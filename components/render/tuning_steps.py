@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ..config.images import ImagesSpec
 from ..config.kubelet import KubeletSpec, effective_kubelet
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
@@ -34,8 +35,8 @@ RESTORED_MARKER = "/var/lib/mlcluster/kubelet-restarted-after-restore"
 """The etcd restore (etcdSnapshots.restored) this node's kubelet last restarted for."""
 
 
-def node_tuning(spec: Spec, node: NodeSpec) -> KubeletSpec:
-    return effective_kubelet(spec.kubelet, node.kubelet)
+def node_tuning(kubelet: KubeletSpec, node: NodeSpec) -> KubeletSpec:
+    return effective_kubelet(kubelet, node.kubelet)
 
 
 def image_disk_step(node: NodeSpec) -> NodeStep | None:
@@ -53,17 +54,17 @@ def image_disk_step(node: NodeSpec) -> NodeStep | None:
     return rendered_step(IMAGE_DISK_STEP, title, settings)
 
 
-def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
-    tuning = node_tuning(spec, node)
-    minor = parse_minor(spec.kubernetes_version)
+def tuning_step(kubelet: KubeletSpec, kubernetes_version: str, images: ImagesSpec, node: NodeSpec) -> NodeStep:
+    tuning = node_tuning(kubelet, node)
+    minor = parse_minor(kubernetes_version)
     drop_in = drop_in_configuration(tuning, minor)
     settings = {
-        "CONTAINERD_CONFIG_1_6": containerd_config_toml(spec, "1.6", node),
-        "CONTAINERD_CONFIG_1_7": containerd_config_toml(spec, "1.7", node),
-        "CONTAINERD_CONFIG_2": containerd_config_toml(spec, "2", node),
+        "CONTAINERD_CONFIG_1_6": containerd_config_toml(kubelet, images, "1.6", node),
+        "CONTAINERD_CONFIG_1_7": containerd_config_toml(kubelet, images, "1.7", node),
+        "CONTAINERD_CONFIG_2": containerd_config_toml(kubelet, images, "2", node),
         "CONTAINERD_EXPECTED": tuning.containerd_version,
         "PULL_DEADLINE": tuning.image_pull_progress_deadline,
-        "KUBELET_FLAGS": " ".join(kubelet_flags(tuning, spec.kubelet, minor)),
+        "KUBELET_FLAGS": " ".join(kubelet_flags(tuning, kubelet, minor)),
         "MANAGED_FLAGS": " ".join(MANAGED_FLAGS),
         "KUBELET_DROP_IN_FILE": DROP_IN_FILE,
         "KUBELET_DROP_IN": yaml_text.dump(drop_in) if drop_in else "",
@@ -74,12 +75,12 @@ def tuning_step(spec: Spec, node: NodeSpec) -> NodeStep:
 
 def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
     """Restart what this node's tuning marked; its text changes with the tuning, so it runs again after it."""
-    tuning = tuning_step(spec, node).settings
+    tuning = tuning_step(spec.kubelet, spec.kubernetes_version, spec.images, node).settings
     digest = hashlib.sha256("\0".join(f"{k}={v}" for k, v in sorted(tuning.items())).encode()).hexdigest()[:16]
     settings = {
         "TUNING_DIGEST": digest,
         "PENDING_RESTARTS": PENDING_RESTARTS,
-        "CPU_MANAGER_POLICY": node_tuning(spec, node).cpu_manager_policy,
+        "CPU_MANAGER_POLICY": node_tuning(spec.kubelet, node).cpu_manager_policy,
     }
     restored = spec.etcd_snapshots.restored
     if restored:
@@ -90,13 +91,15 @@ def restart_step(spec: Spec, node: NodeSpec) -> NodeStep:
     )
 
 
-def restart_batches(spec: Spec) -> list[list[NodeSpec]]:
+def restart_batches(
+    kubelet: KubeletSpec, control_planes: tuple[NodeSpec, ...], workers: tuple[NodeSpec, ...]
+) -> list[list[NodeSpec]]:
     """Nodes in the order their tuning may restart services: control planes, then workers, in batches."""
-    restart = spec.kubelet.restart
+    restart = kubelet.restart
     batches: list[list[NodeSpec]] = []
     for group, size in (
-        (list(spec.control_planes), restart.max_unavailable_control_planes),
-        (list(spec.workers), restart.worker_batch_size(len(spec.workers))),
+        (list(control_planes), restart.max_unavailable_control_planes),
+        (list(workers), restart.worker_batch_size(len(workers))),
     ):
         batches += [group[i : i + size] for i in range(0, len(group), size)]
     return batches

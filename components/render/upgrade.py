@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..config.care import EtcdSnapshotSpec
 from ..config.checks import duration_seconds, version_tuple
 from ..config.gpu import KUEUE_ADMITTED_SELECTOR
 from ..config.nodes import NodeSpec
@@ -87,12 +88,12 @@ class UpgradeStep:
         return f"{self.node.name}-{self.step.name}-{self.targets[0]}"
 
 
-def _version(spec: Spec) -> str:
-    return spec.kubernetes_version.lstrip("v")
+def _version(kubernetes_version: str) -> str:
+    return kubernetes_version.lstrip("v")
 
 
-def snapshot_settings(spec: Spec, reason: str) -> dict[str, str]:
-    snapshots = spec.etcd_snapshots
+def snapshot_settings(etcd_snapshots: EtcdSnapshotSpec, reason: str) -> dict[str, str]:
+    snapshots = etcd_snapshots
     return {
         "SNAPSHOT_DIR": snapshots.directory,
         "SNAPSHOT_COPY_TO": snapshots.copy_to or "",
@@ -116,7 +117,7 @@ def _drain_settings(spec: Spec) -> dict[str, str]:
 
 def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
     """The upgrade as stages: the steps of one stage run at once, each stage after the one before it."""
-    version = _version(spec)
+    version = _version(spec.kubernetes_version)
     first = spec.control_planes[0]
     common = {"TARGET_VERSION": version, "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR}
     stages: list[list[UpgradeStep]] = [
@@ -131,7 +132,7 @@ def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
                 rendered_step(
                     "etcd-snapshot",
                     f"Snapshot etcd before upgrading to {version}",
-                    {"TARGET_VERSION": version, **snapshot_settings(spec, "pre-upgrade")},
+                    {"TARGET_VERSION": version, **snapshot_settings(spec.etcd_snapshots, "pre-upgrade")},
                 ),
                 (),
             )
@@ -140,17 +141,17 @@ def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
     # Every control plane's static pods first, one node at a time (etcd membership stays quorate), the first
     # one applying: only then may any kubelet move, or it would be newer than a kube-apiserver still behind.
     for node in spec.control_planes:
-        stages.append([_control_plane_step(spec, node, first)])
+        stages.append([_control_plane_step(spec.kubernetes_version, node, first)])
     # Then the kubelets in their restart batches, each batch drained first: control planes drain from their own
     # batch (every control plane holds the admin kubeconfig), workers from the first control plane.
-    for batch in restart_batches(spec):
+    for batch in restart_batches(spec.kubelet, spec.control_planes, spec.workers):
         stages += _drained(spec, batch[0] if batch[0].is_control_plane else first, batch)
     return stages
 
 
 def _drained(spec: Spec, runs_on: NodeSpec, nodes: list[NodeSpec]) -> list[list[UpgradeStep]]:
     names = tuple(n.name for n in nodes)
-    version = _version(spec)
+    version = _version(spec.kubernetes_version)
     settings = {"TARGET_VERSION": version, **_drain_settings(spec), "NODES": " ".join(names)}
     listed = ", ".join(names)
     return [
@@ -164,8 +165,8 @@ def _drained(spec: Spec, runs_on: NodeSpec, nodes: list[NodeSpec]) -> list[list[
     ]
 
 
-def _control_plane_step(spec: Spec, node: NodeSpec, first: NodeSpec) -> UpgradeStep:
-    version = _version(spec)
+def _control_plane_step(kubernetes_version: str, node: NodeSpec, first: NodeSpec) -> UpgradeStep:
+    version = _version(kubernetes_version)
     is_first = node.name == first.name
     settings = {
         "TARGET_VERSION": version,
@@ -187,13 +188,13 @@ def kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:
     tuning marked (a no-op with nothing marked). Upgrade first: flags written for a new minor then start a
     kubelet of that minor, never the old one. One resource for both: both restart the kubelet of a drained (or,
     for tuning, a running) node in the same batches."""
-    parts = [upgrade_kubelet_step(spec, node), restart_step(spec, node)]
+    parts = [upgrade_kubelet_step(spec.kubernetes_version, node), restart_step(spec, node)]
     title = f"kubelet of {node.name}: {' > '.join(part.name for part in parts)}"
     return merge_steps(KUBELET_STEP, title, parts)
 
 
-def upgrade_kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:
-    version = _version(spec)
+def upgrade_kubelet_step(kubernetes_version: str, node: NodeSpec) -> NodeStep:
+    version = _version(kubernetes_version)
     settings = {
         "TARGET_VERSION": version,
         "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR,

@@ -11,8 +11,11 @@ from typing import Any
 
 from ..config import checks
 from ..config.derived import GPU_TAINT
+from ..config.kueue import KueueSpec
+from ..config.network import NetworkSpec
 from ..config.spec import Spec
-from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
+from ..config.storage import StorageSpec
+from ..config.workloads import YOLO_JOB_NAME, TrainingWorkloadSpec, WorkloadsSpec
 from . import manifests
 from .kueue import QUEUE_NAME_LABEL, training_topology_annotations
 from .network import rdma_container_patch, rdma_limits
@@ -28,8 +31,8 @@ RUNTIME_PATCH_MANAGER = "mlcluster.io/workloads"
 NOTEBOOK_IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-pytorch-cuda-full:v1.10.0"
 
 
-def queue_labels(spec: Spec) -> dict[str, str]:
-    return {QUEUE_NAME_LABEL: spec.workloads.queue_name} if spec.kueue.enabled else {}
+def queue_labels(kueue: KueueSpec, workloads: WorkloadsSpec) -> dict[str, str]:
+    return {QUEUE_NAME_LABEL: workloads.queue_name} if kueue.enabled else {}
 
 
 def pod_images(manifest: Mapping[str, Any]) -> list[str]:
@@ -42,9 +45,16 @@ def gpu_tolerations() -> list[dict[str, str]]:
     return [checks.toleration_of(GPU_TAINT)]
 
 
-def _metadata(spec: Spec, name: str, *, queued: bool = True, annotations: dict[str, str] | None = None) -> Manifest:
-    metadata: Manifest = {"name": name, "namespace": spec.workloads.namespace}
-    labels = queue_labels(spec) if queued else {}
+def _metadata(
+    workloads: WorkloadsSpec,
+    kueue: KueueSpec,
+    name: str,
+    *,
+    queued: bool = True,
+    annotations: dict[str, str] | None = None,
+) -> Manifest:
+    metadata: Manifest = {"name": name, "namespace": workloads.namespace}
+    labels = queue_labels(kueue, workloads) if queued else {}
     if labels:
         metadata["labels"] = labels
     if annotations:
@@ -52,16 +62,16 @@ def _metadata(spec: Spec, name: str, *, queued: bool = True, annotations: dict[s
     return metadata
 
 
-def workloads_namespace(spec: Spec) -> Manifest:
-    return manifests.namespace(spec.workloads.namespace)
+def workloads_namespace(workloads: WorkloadsSpec) -> Manifest:
+    return manifests.namespace(workloads.namespace)
 
 
-def yolo_predict_job(spec: Spec) -> Manifest:
+def yolo_predict_job(workloads: WorkloadsSpec, kueue: KueueSpec) -> Manifest:
     """The second seed's Job, field for field, plus the namespace, the queue label and the GPU toleration."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(spec, YOLO_JOB_NAME),
+        "metadata": _metadata(workloads, kueue, YOLO_JOB_NAME),
         "spec": {
             "backoffLimit": 2,
             "template": {
@@ -98,11 +108,11 @@ def checkpoint_claim_name(training: TrainingWorkloadSpec, kind: str) -> str:
     return f"{training.name}{suffix}-checkpoints"
 
 
-def checkpoint_claim(spec: Spec, kind: str) -> Manifest:
+def checkpoint_claim(workloads: WorkloadsSpec, storage: StorageSpec, kind: str) -> Manifest:
     """One claim per workload kind, so each run resumes from its own checkpoints."""
-    training = spec.workloads.training
-    storage_class = training.storage_class or (spec.storage.storage_class if spec.storage.enabled else None)
-    shared = spec.storage.enabled and spec.storage.provisioner == "nfs" and training.storage_class is None
+    training = workloads.training
+    storage_class = training.storage_class or (storage.storage_class if storage.enabled else None)
+    shared = storage.enabled and storage.provisioner == "nfs" and training.storage_class is None
     claim_spec: Manifest = {
         # NFS subdirectories can be mounted from every node; local-path volumes only on the node that has them.
         "accessModes": ["ReadWriteMany" if shared else "ReadWriteOnce"],
@@ -113,13 +123,13 @@ def checkpoint_claim(spec: Spec, kind: str) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": checkpoint_claim_name(training, kind), "namespace": spec.workloads.namespace},
+        "metadata": {"name": checkpoint_claim_name(training, kind), "namespace": workloads.namespace},
         "spec": claim_spec,
     }
 
 
-def _training_volumes(spec: Spec, kind: str) -> list[Manifest]:
-    training = spec.workloads.training
+def _training_volumes(workloads: WorkloadsSpec, kind: str) -> list[Manifest]:
+    training = workloads.training
     return [
         {"name": CHECKPOINTS_VOLUME, "persistentVolumeClaim": {"claimName": checkpoint_claim_name(training, kind)}},
         # Docker's 64 MiB /dev/shm default breaks DataLoader workers; memory-backed and capped instead.
@@ -127,52 +137,52 @@ def _training_volumes(spec: Spec, kind: str) -> list[Manifest]:
     ]
 
 
-def _training_mounts(spec: Spec) -> list[Manifest]:
+def _training_mounts(workloads: WorkloadsSpec) -> list[Manifest]:
     return [
-        {"name": CHECKPOINTS_VOLUME, "mountPath": spec.workloads.training.checkpoint_path},
+        {"name": CHECKPOINTS_VOLUME, "mountPath": workloads.training.checkpoint_path},
         {"name": SHM_VOLUME, "mountPath": "/dev/shm"},
     ]
 
 
-def _checkpoint_env(spec: Spec) -> list[Manifest]:
-    return [{"name": "CHECKPOINT_DIR", "value": spec.workloads.training.checkpoint_path}]
+def _checkpoint_env(workloads: WorkloadsSpec) -> list[Manifest]:
+    return [{"name": "CHECKPOINT_DIR", "value": workloads.training.checkpoint_path}]
 
 
 def _gpu_limits(training: TrainingWorkloadSpec) -> Manifest:
     return {"limits": {GPU_RESOURCE: training.gpus}}
 
 
-def _multi_node(spec: Spec, container: Manifest) -> Manifest:
+def _multi_node(network: NetworkSpec, workloads: WorkloadsSpec, container: Manifest) -> Manifest:
     """A container of a run over several nodes: with network.rdma, its RDMA device and what RDMA needs."""
-    limits = rdma_limits(spec)
+    limits = rdma_limits(network, workloads)
     if "resources" in container and limits:
         container["resources"] = {"limits": {**container["resources"]["limits"], **limits}}
-    return {**container, **rdma_container_patch(spec)}
+    return {**container, **rdma_container_patch(network, workloads)}
 
 
-def _training_pod(spec: Spec, kind: str, container_name: str) -> Manifest:
+def _training_pod(workloads: WorkloadsSpec, kind: str, container_name: str) -> Manifest:
     """The pod of a Job or PyTorchJob replica: the training container, its volumes, the GPU toleration."""
-    training = spec.workloads.training
+    training = workloads.training
     container = {
         "name": container_name,
         "image": training.image,
         "command": training.container_command,
-        "env": _checkpoint_env(spec),
+        "env": _checkpoint_env(workloads),
         "resources": _gpu_limits(training),
-        "volumeMounts": _training_mounts(spec),
+        "volumeMounts": _training_mounts(workloads),
     }
     return {
         "restartPolicy": "OnFailure",
         "tolerations": gpu_tolerations(),
         "containers": [container],
-        "volumes": _training_volumes(spec, kind),
+        "volumes": _training_volumes(workloads, kind),
     }
 
 
-def _training_template(spec: Spec, pod: Manifest) -> Manifest:
+def _training_template(kueue: KueueSpec, pod: Manifest) -> Manifest:
     """A training pod template: Kueue reads a pod set's topology request from its template's annotations."""
     template: Manifest = {"spec": pod}
-    annotations = training_topology_annotations(spec)
+    annotations = training_topology_annotations(kueue)
     if annotations:
         template = {"metadata": {"annotations": annotations}, **template}
     return template
@@ -185,10 +195,10 @@ def training_job(spec: Spec) -> Manifest:
         "apiVersion": "batch/v1",
         "kind": "Job",
         # Training runs for hours: `up` must not wait for it to finish.
-        "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
+        "metadata": _metadata(spec.workloads, spec.kueue, training.name, annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "backoffLimit": 3,
-            "template": _training_template(spec, _training_pod(spec, "Job", "train")),
+            "template": _training_template(spec.kueue, _training_pod(spec.workloads, "Job", "train")),
         },
     }
 
@@ -198,16 +208,24 @@ def train_job(spec: Spec) -> Manifest:
     training = spec.workloads.training
     pod_spec = {
         "tolerations": gpu_tolerations(),
-        "volumes": _training_volumes(spec, "TrainJob"),
+        "volumes": _training_volumes(spec.workloads, "TrainJob"),
         "containers": [
-            _multi_node(spec, {"name": "node", "env": _checkpoint_env(spec), "volumeMounts": _training_mounts(spec)})
+            _multi_node(
+                spec.network,
+                spec.workloads,
+                {
+                    "name": "node",
+                    "env": _checkpoint_env(spec.workloads),
+                    "volumeMounts": _training_mounts(spec.workloads),
+                },
+            )
         ],
     }
-    node_pod = _training_template(spec, pod_spec)
+    node_pod = _training_template(spec.kueue, pod_spec)
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
-        "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
+        "metadata": _metadata(spec.workloads, spec.kueue, training.name, annotations={SKIP_AWAIT: "true"}),
         "spec": {
             "runtimeRef": {
                 "apiGroup": "trainer.kubeflow.org",
@@ -218,7 +236,9 @@ def train_job(spec: Spec) -> Manifest:
                 "image": training.image,
                 "command": training.container_command,
                 "numNodes": training.num_nodes,
-                "resourcesPerNode": {"limits": {**_gpu_limits(training)["limits"], **rdma_limits(spec)}},
+                "resourcesPerNode": {
+                    "limits": {**_gpu_limits(training)["limits"], **rdma_limits(spec.network, spec.workloads)}
+                },
             },
             "runtimePatches": [
                 {
@@ -244,10 +264,10 @@ def pytorch_job(spec: Spec) -> Manifest:
 
     def replica(replicas: int) -> Manifest:
         # The operator finds the training container by the name `pytorch`; restartPolicy sits on the replica.
-        pod = _training_pod(spec, "PyTorchJob", "pytorch")
-        pod["containers"] = [_multi_node(spec, c) for c in pod["containers"]]
+        pod = _training_pod(spec.workloads, "PyTorchJob", "pytorch")
+        pod["containers"] = [_multi_node(spec.network, spec.workloads, c) for c in pod["containers"]]
         restart_policy = pod.pop("restartPolicy")
-        return {"replicas": replicas, "restartPolicy": restart_policy, "template": _training_template(spec, pod)}
+        return {"replicas": replicas, "restartPolicy": restart_policy, "template": _training_template(spec.kueue, pod)}
 
     replica_specs = {"Master": replica(1)}
     if training.num_nodes > 1:
@@ -255,18 +275,18 @@ def pytorch_job(spec: Spec) -> Manifest:
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": _metadata(spec, training.name, annotations={SKIP_AWAIT: "true"}),
+        "metadata": _metadata(spec.workloads, spec.kueue, training.name, annotations={SKIP_AWAIT: "true"}),
         "spec": {"pytorchReplicaSpecs": replica_specs},
     }
 
 
-def notebook(spec: Spec) -> Manifest:
+def notebook(workloads: WorkloadsSpec, kueue: KueueSpec) -> Manifest:
     """A sample Jupyter server (Kubeflow Notebook controller): one GPU, the GPU toleration, not queued."""
     name = "ml-notebook"
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "Notebook",
-        "metadata": _metadata(spec, name, queued=False),
+        "metadata": _metadata(workloads, kueue, name, queued=False),
         "spec": {
             "template": {
                 "spec": {
@@ -284,7 +304,7 @@ def workload_manifests(spec: Spec) -> list[Manifest]:
     workloads, kubeflow = spec.workloads, spec.kubeflow
     out: list[Manifest] = []
     if workloads.yolo_predict:
-        out.append(yolo_predict_job(spec))
+        out.append(yolo_predict_job(spec.workloads, spec.kueue))
     training = workloads.training
     if training.enabled:
         kinds = [("Job", training_job)]
@@ -293,9 +313,9 @@ def workload_manifests(spec: Spec) -> list[Manifest]:
         if training.pytorch_job and kubeflow.legacy_training_operator:
             kinds.append(("PyTorchJob", pytorch_job))
         for kind, render in kinds:
-            out += [checkpoint_claim(spec, kind), render(spec)]
+            out += [checkpoint_claim(spec.workloads, spec.storage, kind), render(spec)]
     if workloads.notebook and kubeflow.notebooks:
-        out.append(notebook(spec))
+        out.append(notebook(spec.workloads, spec.kueue))
     return out
 
 

@@ -148,7 +148,7 @@ def test_toolkit_drop_in_is_a_valid_containerd_config_that_our_configs_import() 
 
     spec = parse(base())
     for line in ("1.6", "1.7", "2"):
-        assert imports_drop_in(containerd_config_toml(spec, line))
+        assert imports_drop_in(containerd_config_toml(spec.kubelet, spec.images, line))
 
 
 def test_gpu_node_without_a_gpu_fails_its_preflight_by_name(fleet, fleet_engine) -> None:

@@ -314,7 +314,7 @@ def test_snapshot_timer_and_retention(fleet, fleet_engine) -> None:
     assert len(hosts["cp-1"].run("ls /var/lib/mlcluster/etcd-snapshots").stdout.split()) == 2
     hosts["cp-1"].set(damagedSnapshots=False)
     # The timer step again (as after lost state or a replacement): it changes nothing.
-    step = timer_step(load_spec(values, secret))
+    step = timer_step(load_spec(values, secret).etcd_snapshots, load_spec(values, secret).control_planes)
     assert step.script is not None
     again = hosts["cp-1"].run(step.script).stdout.splitlines()
     assert again and all(line.startswith("ok: ") for line in again), again
