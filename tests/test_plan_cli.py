@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import subprocess
@@ -18,6 +20,7 @@ SECRET_MARK = "mlcluster-plan-test-secret-value"
 
 
 def plan(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m components.plan` as a user runs it: its own process, so what it prints is all a user sees."""
     return subprocess.run(
         [sys.executable, "-m", "components.plan", *args],
         cwd=PROJECT,
@@ -26,6 +29,20 @@ def plan(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def plan_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """The same CLI run in this process, for tests that read what the plan says rather than how the process
+    ends (a process costs a second of imports). An argparse refusal's exit code is returned as the process's."""
+    from components.plan.__main__ import main
+
+    printed, said = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
+        try:
+            code = main(list(args))
+        except SystemExit as stopped:
+            code = stopped.code if isinstance(stopped.code, int) else 1
+    return subprocess.CompletedProcess(["components.plan", *args], code, printed.getvalue(), said.getvalue())
 
 
 def test_onprem_plan_writes_review_files(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from components.plan.diff import COMMAND, RELEASE, diff_plans, render
 from components.plan.writer import host_key_fingerprint, plan_document
 
 from .conftest import PROJECT, load_spec, stack_values
-from .test_plan_cli import plan
+from .test_plan_cli import plan_here as plan
 
 NODES = ("gpu-1", "gpu-2", "cpu-1")
 

@@ -13,7 +13,6 @@ import ast
 import base64
 import copy
 import importlib
-import inspect
 import json
 import pkgutil
 import sys
@@ -29,7 +28,7 @@ from components.config.schema import Problems
 from components.plan.__main__ import main as plan_main
 
 from .conftest import PROJECT
-from .python_source import parse_python
+from .python_source import parse_python_files
 
 pytestmark = pytest.mark.xdist_group("warnings")  # the cases once: the site check reads what they reached
 
@@ -216,10 +215,9 @@ AT_UP_ONLY = {
 def _sites() -> set[tuple[str, int]]:
     """Every call of a warning channel in components/: `problems.warn(…)`, `warn(…)`, `given(…)`."""
     found = set()
-    for path in COMPONENTS.rglob("*.py"):
-        if path.name == "warnings.py" and path.parent == COMPONENTS:
-            continue
-        for node in ast.walk(parse_python(path)):
+    paths = [p for p in COMPONENTS.rglob("*.py") if p != COMPONENTS / "warnings.py"]
+    for path, tree in parse_python_files(paths).items():
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -270,8 +268,9 @@ def reached() -> Iterator[set[tuple[str, int]]]:
     sites: set[tuple[str, int]] = set()
 
     def record() -> None:
-        frame = inspect.stack()[2]
-        sites.add((str(Path(frame.filename).resolve().relative_to(PROJECT)), frame.lineno))
+        # sys._getframe, not inspect.stack(): that reads the source of every frame of the program's deep stacks
+        frame = sys._getframe(2)
+        sites.add((str(Path(frame.f_code.co_filename).resolve().relative_to(PROJECT)), frame.f_lineno))
 
     original_warn, original_given, original_channel_warn = Problems.warn, channel.given, channel.warn
 
@@ -280,8 +279,8 @@ def reached() -> Iterator[set[tuple[str, int]]]:
         original_warn(self, *args, **kwargs)
 
     def given(text: str, resource: Any = None) -> None:
-        caller = inspect.stack()[1]
-        if Path(caller.filename).name != "warnings.py":  # warn() calls given(): count warn's caller once
+        # warn() calls given(): count warn's caller once
+        if Path(sys._getframe(1).f_code.co_filename).name != "warnings.py":
             record()
         original_given(text, resource)
 
