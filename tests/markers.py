@@ -24,3 +24,9 @@ def slow_work(marker: str) -> None:
             f"this test {NEEDS[marker]} but is not marked @pytest.mark.{marker}: `make check` ({QUICK_TESTS}=1)"
             " selects tests by these markers, so mark it"
         )
+
+
+def examples(full: int) -> int:
+    """Examples for a property test: all of them in `make test` and CI, a third in `make check`'s edit loop (its
+    promise is about a minute and a half on two cores; the full run stays the gate before a commit)."""
+    return max(10, full // 3) if os.environ.get(QUICK_TESTS) else full

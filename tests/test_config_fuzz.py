@@ -12,6 +12,7 @@ from components.config.load import spec_from_values
 from components.config.schema import ConfigError
 
 from .conftest import stack_values
+from .markers import examples
 
 ONPREM, ONPREM_SECRET = stack_values("onprem")
 
@@ -46,7 +47,7 @@ def paths(document: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 ALL_PATHS = paths(ONPREM)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(ALL_PATHS), values, st.booleans()), min_size=1, max_size=4))
 def test_mutations_parse_or_report_key_paths(mutations: list[tuple[tuple[Any, ...], Any, bool]]) -> None:
     document = copy.deepcopy(ONPREM)

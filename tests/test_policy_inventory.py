@@ -23,6 +23,7 @@ from components.plan.policies import evaluate, pack_policies, synthetic
 from components.render.kueue import cluster_queue, resource_flavors
 
 from .conftest import load_spec, stack_values
+from .markers import examples
 
 POLICY = pack_policies()["kueue-quotas-within-inventory"]
 MODELS = ("H100-SXM-80GB", "A100-SXM-80GB")
@@ -89,7 +90,7 @@ def over_committed(problems: list[Any]) -> set[tuple[str, str]]:
     return {(m[2], m[1]) for p in problems if (m := OVER_COMMIT.search(p.message))}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stacks())
 def test_validation_and_the_policy_agree_on_quotas_against_inventory(values: dict[str, Any]) -> None:
     try:
