@@ -165,13 +165,13 @@ def test_the_one_machine_lab_example_plans_as_control_plane_and_gpu_worker(tmp_p
 
 
 def test_the_plan_reports_certificate_days_from_the_deployed_stacks_outputs(tmp_path: Path) -> None:
-    first = plan("--stack", "lab", "--out", str(tmp_path / "first"))
+    first = plan_here("--stack", "lab", "--out", str(tmp_path / "first"))
     assert first.returncode == 0, first.stderr
     assert "info: certificates: no record yet" in first.stderr
     soon = (datetime.now(UTC) + timedelta(days=20, hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps({"certificates": {"renewBefore": "", "notAfter": {"lab-1": {"apiserver": soon}}}}))
-    due = plan("--stack", "lab", "--out", str(tmp_path / "due"), "--stack-outputs", str(outputs))
+    due = plan_here("--stack", "lab", "--out", str(tmp_path / "due"), "--stack-outputs", str(outputs))
     assert due.returncode == 0, due.stderr
     warning = "mlcluster:certificates.renewBeforeDays: 20 days left: apiserver on lab-1"
     assert f"warning: {warning}" in due.stderr
@@ -183,14 +183,14 @@ def test_the_plan_reports_certificate_days_from_the_deployed_stacks_outputs(tmp_
     # Planned at a later moment (--at), the same record gives the days left then: not due today, due in 180 days.
     later = (datetime.now(UTC) + timedelta(days=200, hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     outputs.write_text(json.dumps({"certificates": {"renewBefore": "", "notAfter": {"lab-1": {"apiserver": later}}}}))
-    today = plan("--stack", "lab", "--out", str(tmp_path / "today"), "--stack-outputs", str(outputs))
+    today = plan_here("--stack", "lab", "--out", str(tmp_path / "today"), "--stack-outputs", str(outputs))
     assert today.returncode == 0 and "info: certificates: 200 days left" in today.stderr, today.stderr
     then = (datetime.now(UTC) + timedelta(days=180)).strftime("%Y-%m-%dT%H:%MZ")
-    ahead = plan("--stack", "lab", "--out", str(tmp_path / "ahead"), "--stack-outputs", str(outputs), "--at", then)
+    ahead = plan_here("--stack", "lab", "--out", str(tmp_path / "ahead"), "--stack-outputs", str(outputs), "--at", then)
     assert "warning: mlcluster:certificates.renewBeforeDays: 20 days left: apiserver on lab-1" in ahead.stderr
     assert json.loads((tmp_path / "ahead" / "plan.json").read_text())["at"].startswith(then[:16])
     outputs.write_text("not json")
-    broken = plan("--stack", "lab", "--out", str(tmp_path / "broken"), "--stack-outputs", str(outputs))
+    broken = plan_here("--stack", "lab", "--out", str(tmp_path / "broken"), "--stack-outputs", str(outputs))
     assert broken.returncode == 2 and "--stack-outputs" in broken.stderr
 
 
