@@ -143,7 +143,7 @@ def test_preview_after_a_lib_sh_edit_replaces_no_kubernetes_resource(fleet, flee
         lambda name: original(name) + ("# a comment\n" if name in ("lib.sh", "admin-kubeconfig.sh") else ""),
     )
     monkeypatch.setattr("components.render.node_steps.script_source", shell.script_source)
-    monkeypatch.setattr(kubeadm_cluster, "cluster_identifier", lambda spec: None)
+    monkeypatch.setattr(kubeadm_cluster, "cluster_identifier", lambda cluster: None)
     broken = fleet_engine.preview(values, secret)
     assert sorted(set(broken.with_operation("replace")) & kubernetes) == sorted(kubernetes)
 
@@ -289,7 +289,7 @@ def test_reordered_control_planes_are_refused_before_any_step_where_protect_alon
 
     # The old hazard, shown with the refusal taken out: protect stops the run only at cp-1's init, after the
     # deletes that depend on it ran.
-    monkeypatch.setattr(kubeadm_cluster, "control_plane_change_problem", lambda recorded, spec: None)
+    monkeypatch.setattr(kubeadm_cluster, "control_plane_change_problem", lambda recorded, control_planes, nodes: None)
     hazard = fleet_engine.up(reordered, secret)
     assert hazard.error is not None and "because it is protected" in str(hazard.error)
     deleted = [s.resource for s in hazard.steps if s.action == "delete"]
