@@ -65,6 +65,7 @@ shellcheck: setup
 
 docs: setup
 	$(BIN)/python -m components.config.reference --write README.md
+	$(BIN)/python -m components.config.support --write README.md
 	$(BIN)/python -m components.render.kubelet_placement --write docs/kubelet-tuning.md
 	$(BIN)/python -m components.config.providers --write docs/cloud.md
 	$(BIN)/python -m tests.docs_facts --write

@@ -8,13 +8,21 @@ from __future__ import annotations
 import pulumi
 
 from components.cluster.acceptance import Acceptance
+from components.cluster.clock import utc_now
 from components.cluster.existing_cluster import ExistingCluster
 from components.cluster.gpu_preflight import GpuPreflight
 from components.cluster.kubeadm_cluster import KubeadmCluster
 from components.cluster.node_scripts import NodeScripts
-from components.config.derived import acceptance_wanted, fault_mode, monitoring_wanted, prepull_sets
+from components.config.derived import (
+    acceptance_wanted,
+    fault_mode,
+    installed_components,
+    monitoring_wanted,
+    prepull_sets,
+)
 from components.config.load import spec_from_pulumi
 from components.config.schema import ConfigError
+from components.config.support import calendar_notes
 from components.platform.cni import Cni
 from components.platform.gpu_health import GpuHealth
 from components.platform.gpu_operator import GpuOperator
@@ -34,7 +42,7 @@ from components.render.control_planes import WORKERS_OUTPUT
 from components.render.gpu_operator import preflight_runs
 from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from components.render.upgrade import VERSION_OUTPUT
-from components.warnings import given
+from components.warnings import given, warn
 
 try:
     spec, config_warnings = spec_from_pulumi()
@@ -43,6 +51,11 @@ except ConfigError as error:
     raise pulumi.RunError(error.report()) from None
 for warning in config_warnings:
     given(str(warning))
+# The support calendar on the program's clock (a plan's --at): an end of life near or past, a patch behind.
+for note in calendar_notes(
+    spec.kubernetes_version, installed_components(spec), utc_now().date(), managed=spec.cluster.mode != "kubeadm"
+):
+    warn("kubernetesVersion", note)
 
 # 0. Each node's copy of the script files its steps source, then the read-only GPU preflight on every GPU node
 #    (the others look for GPUs in their preparation); what it finds decides the GPU Operator's driver mode.

@@ -145,7 +145,7 @@ def test_1_36_shoulds_are_reported() -> None:
 
 def test_cli_writes_the_pack_and_refuses_a_minor_without_a_checklist(tmp_path: Path) -> None:
     assert conformance.main(["--stack", "onprem", "--out", str(tmp_path / "pack"), "--templates", str(TEMPLATES)]) == 0
-    assert (tmp_path / "pack" / "ai-conformance-v1.34.yaml").is_file()
+    assert (tmp_path / "pack" / "ai-conformance-v1.35.yaml").is_file()
     empty = tmp_path / "none"
     empty.mkdir()
     assert conformance.main(["--stack", "onprem", "--out", str(tmp_path / "x"), "--templates", str(empty)]) == 2

@@ -105,7 +105,7 @@ def test_a_paragraph_inside_a_table_is_found() -> None:
 
 # A path under ../shared/ is checked there (the shared folder lies beside the project, in CI too).
 DOC_PATH = re.compile(
-    r"((?:\.\./shared/)?\b(?:docs/[\w./-]+\.md|components/[\w./-]+\.(?:py|sh)|stacks/Pulumi\.[\w-]+\.yaml))\b"
+    r"((?:\.\./shared/)?(?<![\w/:-])(?:docs/[\w./-]+\.md|components/[\w./-]+\.(?:py|sh)|stacks/Pulumi\.[\w-]+\.yaml))\b"
 )
 
 

@@ -112,6 +112,6 @@ def test_every_tunable_can_be_overridden_per_node() -> None:
 
     from components.config.kubelet import KubeletOverrideSpec, KubeletSpec
 
-    cluster_only = {"restart"}
+    cluster_only = {"restart", "apply_as"}  # how many restart at once, and how tuning is written: one choice
     tunables = {f.name for f in dataclasses.fields(KubeletSpec)} - cluster_only
     assert {f.name for f in dataclasses.fields(KubeletOverrideSpec)} == tunables

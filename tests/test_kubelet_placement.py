@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
 from components.config.load import spec_from_values
-from components.config.spec import Spec
+from components.config.spec import DEFAULT_KUBERNETES_VERSION, Spec
 from components.render import kubeadm
 from components.render.containerd import containerd_config_toml
 from components.render.kubelet import kubelet_configuration
@@ -83,7 +84,7 @@ def make_spec(
         for i in range(1, workers + 1)
     ]
     values = {
-        "kubernetesVersion": version,
+        "kubernetesVersion": DEFAULT_KUBERNETES_VERSION,
         "cluster": {"name": "lab", **({"controlPlaneEndpoint": "198.18.0.100"} if control_planes > 1 else {})},
         "ssh": {"privateKey": "KEY"},
         "nodes": nodes,
@@ -91,7 +92,9 @@ def make_spec(
         # The platform layers have their own version floors; this is about the nodes.
         **{layer: {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage")},
     }
-    return spec_from_values(values, lambda key: key == "ssh")
+    # Placed at any minor the renderers document (docs/kubelet-tuning.md); a kubeadm stack below 1.31 is refused
+    # by the support calendar (kubeadm's v1beta4), which tests/test_support_calendar.py proves.
+    return replace(spec_from_values(values, lambda key: key == "ssh"), kubernetes_version=version)
 
 
 def since(text: str) -> tuple[int, int]:
@@ -232,6 +235,14 @@ WARNINGS = [
         "kubelet.imageMaximumGCAge: is not set: Kubernetes 1.29 has no imageMaximumGCAge (needs >= 1.30)",
     ),
     (
+        "config-only setting applied as flags",
+        "1.35.8",
+        {"applyAs": "flags", "maxParallelImagePulls": 3},
+        {},
+        "kubelet.maxParallelImagePulls: lands only in kubeadm's KubeletConfiguration at init on Kubernetes 1.35 (no"
+        " kubelet flag, kubelet.applyAs is flags): a change after init is not applied",
+    ),
+    (
         "one node on containerd 1.6",
         "1.34.2",
         {},
@@ -245,6 +256,23 @@ WARNINGS = [
 def test_preview_warns_when_settings_cannot_be_honoured(case, version, kubelet, node, expected) -> None:
     warnings = [f"{w.path}: {w.message}" for w in spec_warnings(make_spec(version, kubelet, node=node))]
     assert any(w.startswith(expected) for w in warnings), warnings
+
+
+@pytest.mark.parametrize("apply_as", ["drop-in", "flags"])
+def test_apply_as_chooses_the_kubelet_drop_in_or_the_classic_flags(apply_as: str) -> None:
+    spec = make_spec("1.35.8", {"applyAs": apply_as, "imageGCHighThresholdPercent": 85})
+    tuning, minor = spec.kubelet, (1, 35)
+    if apply_as == "drop-in":
+        assert kubelet_flags(tuning, tuning, minor) == ["--config-dir=/etc/kubernetes/kubelet.conf.d"]
+        assert (drop_in_configuration(tuning, minor) or {})["imageGCHighThresholdPercent"] == 85
+    else:
+        assert kubelet_flags(tuning, tuning, minor) == [
+            "--image-gc-low-threshold",
+            "70",
+            "--image-gc-high-threshold",
+            "85",
+        ]
+        assert drop_in_configuration(tuning, minor) is None
 
 
 def test_supported_settings_give_no_warning() -> None:

@@ -135,7 +135,7 @@ def test_the_offline_plan_lists_the_warnings(tmp_path) -> None:
     host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1sY2x1c3Rlci10ZXN0LWhvc3Qta2V5LTAwMDAwMDAw"
     stack = {
         "config": {
-            "mlcluster:kubernetesVersion": "1.29.6",
+            "mlcluster:kubernetesVersion": "1.34.11",
             "mlcluster:cluster": {"name": "old"},
             "mlcluster:ssh": {"privateKey": {"secure": "v1:PLACEHOLDER"}},
             "mlcluster:nodes": [
@@ -148,17 +148,18 @@ def test_the_offline_plan_lists_the_warnings(tmp_path) -> None:
     stack_file = tmp_path / "Pulumi.old.yaml"
     stack_file.write_text(yaml.safe_dump(stack))
     result = subprocess.run(
-        [sys.executable, "-m", "components.plan", "--stack-file", str(stack_file), "--out", str(tmp_path / "out")],
+        [
+            *(sys.executable, "-m", "components.plan", "--stack-file", str(stack_file)),
+            *("--out", str(tmp_path / "out"), "--at", "2026-12-04T12:00Z"),
+        ],
         cwd=PROJECT,
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    expected = (
-        "mlcluster:kubelet.maxParallelImagePulls: lands only in kubeadm's KubeletConfiguration at init on"
-        " Kubernetes 1.29"
-    )
+    # The warnings of the config (none here) and of the program (the support calendar on the plan's clock).
+    expected = "mlcluster:kubernetesVersion: Kubernetes 1.34 reached end of life on 2026-10-27"
     assert f"warning: {expected}" in result.stderr
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert any(w.startswith(expected) for w in plan["warnings"]), plan["warnings"]

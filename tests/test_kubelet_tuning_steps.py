@@ -9,13 +9,14 @@ is never formatted.
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
 from components.config.load import spec_from_values
-from components.config.spec import Spec
+from components.config.spec import DEFAULT_KUBERNETES_VERSION, Spec
 from components.render.tuning_steps import PENDING_RESTARTS, image_disk_step, restart_step, tuning_step
 
 from .node_sandbox import Node
@@ -29,7 +30,7 @@ RESTART_CONTAINERD = ("systemctl", "restart", "containerd")
 
 def cluster(version: str = "1.29.10", kubelet: dict[str, Any] | None = None, **node: Any) -> Spec:
     values = {
-        "kubernetesVersion": version,
+        "kubernetesVersion": DEFAULT_KUBERNETES_VERSION,
         "cluster": {"name": "lab"},
         "ssh": {"privateKey": "KEY"},
         "nodes": [{"name": "n-1", "host": "198.18.0.10", "roles": ["control-plane"], "hostKey": HOST_KEY, **node}],
@@ -37,7 +38,9 @@ def cluster(version: str = "1.29.10", kubelet: dict[str, Any] | None = None, **n
         # The platform layers have their own version floors; this is about the nodes.
         **{layer: {"enabled": False} for layer in ("gpuOperator", "kueue", "kserve", "kubeflow", "storage")},
     }
-    return spec_from_values(values, lambda key: key == "ssh")
+    # Placed at any minor the renderers document (docs/kubelet-tuning.md); a kubeadm stack below 1.31 is refused
+    # by the support calendar (kubeadm's v1beta4), which tests/test_support_calendar.py proves.
+    return replace(spec_from_values(values, lambda key: key == "ssh"), kubernetes_version=version)
 
 
 def tune(node: Node, spec: Spec) -> list[str]:

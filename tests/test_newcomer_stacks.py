@@ -17,9 +17,9 @@ from .conftest import PROJECT
 NEWCOMER = Path(__file__).parent / "fixtures" / "newcomer"
 STACKS: dict[str, list[str]] = {
     # stack file -> the key paths of the warnings its plan prints, in order
-    "rocky-bastion": ["mlcluster:ssh.bastion.maxStartups", "mlcluster:kserve.enabled", "mlcluster:kubernetesVersion"],
+    "rocky-bastion": ["mlcluster:ssh.bastion.maxStartups", "mlcluster:kserve.enabled"],
     "eks": ["mlcluster:monitoring.enabled"],
-    "one-gpu-lab": ["mlcluster:kserve.enabled", "mlcluster:kubeflow.enabled", "mlcluster:kubernetesVersion"],
+    "one-gpu-lab": ["mlcluster:kserve.enabled", "mlcluster:kubeflow.enabled"],
 }
 
 

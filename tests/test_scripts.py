@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from components.config.support import node_settings
 from components.render.shell import SCRIPTS, remote_command, render_script, script_of_command
 
 from .conftest import load_spec, stack_values
@@ -60,7 +61,7 @@ def test_every_rendered_step_parses_and_survives_the_command_wrapper() -> None:
 
 
 def test_wrapped_command_runs_the_script_with_stdin_free_for_secrets(tmp_path) -> None:
-    script = render_script("os", {}).replace(
+    script = render_script("os", node_settings((1, 34))).replace(
         "detect_os\n", "detect_os() { OS_ID=x OS_VERSION_ID=1 OS_FAMILY=deb; }\ndetect_os\n"
     )
     script += 'IFS= read -r secret\nprintf "got %s\\n" "${#secret}"\n'

@@ -268,7 +268,8 @@ RULES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "trainer needs kubernetes 1.31",
         mutate("kubernetesVersion", "1.30.9"),
-        "mlcluster:kubeflow.enabled: Kubeflow Trainer 2.3.0 needs Kubernetes >= 1.31; kubernetesVersion is 1.30.9",
+        "mlcluster:kubeflow.version: 2.3.0: Kubeflow Trainer 2.3 supports Kubernetes >= 1.31 (kubeflow/trainer"
+        " installation.md); the stack asks for 1.30 (kubernetesVersion)",
     ),
     (
         "checkpoint claim needs a class",
@@ -324,7 +325,9 @@ def test_training_rule(rule: str, change: Callable[[dict[str, Any]], None], expe
 
 @pytest.mark.parametrize("version", ["1.31.0", "1.34.2"])
 def test_trainer_accepts_kubernetes_from_1_31(version: str) -> None:
-    assert parse({**base(), "kubernetesVersion": version}).kubeflow.enabled
+    # The layers whose own floors are higher are off: this is the Trainer's floor (tests/test_support_calendar.py).
+    higher = {layer: {"enabled": False} for layer in ("gpuOperator", "kserve", "monitoring")}
+    assert parse({**base(), **higher, "kubernetesVersion": version}).kubeflow.enabled
 
 
 def test_workloads_are_off_unless_the_stack_asks() -> None:
@@ -432,7 +435,8 @@ def test_workloads_cli_prints_what_the_program_creates(capsys: pytest.CaptureFix
     broken = tmp_path / "Pulumi.broken.yaml"
     broken.write_text("config:\n  mlcluster:kubernetesVersion: 1.30.0\n  mlcluster:cluster: {mode: existing}\n")
     assert main(["--stack-file", str(broken)]) == 2
-    assert "mlcluster:kubeflow.enabled: Kubeflow Trainer 2.3.0 needs Kubernetes >= 1.31" in capsys.readouterr().err
+    refused = capsys.readouterr().err
+    assert "mlcluster:kubeflow.version: 2.3.0: Kubeflow Trainer 2.3 supports Kubernetes >= 1.31" in refused
 
 
 TEAM_QUEUE_RULES: list[tuple[dict[str, Any], str]] = [

@@ -197,15 +197,26 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         " it at once",
     ),
     "a Kubernetes minor the pinned Calico is not tested against": (
-        # The lab's 1.34 is warned already (Calico v3.31 tests it): a minor no pinned-or-newer Calico tests.
-        {"kubernetesVersion": "1.36.0"},
-        "mlcluster:kubernetesVersion: 1.36 is not among the Kubernetes versions Calico v3.30.3, the CNI mlcluster"
-        " installs, is tested against (1.31, 1.32, 1.33;",
+        # 1.36's newest known patch, so that only the support calendar's Calico row speaks.
+        {"kubernetesVersion": "1.36.4"},
+        "mlcluster:cluster.cni: 1.36 is not among the Kubernetes versions Calico (tigera-operator) 3.30, which"
+        " mlcluster installs, is tested against (1.31-1.35; tigera/docs _system-requirements.mdx): it may work,"
+        " untested; Calico (tigera-operator) 3.32 is documented for 1.36",
+    ),
+    "a component version the support calendar has no range for": (
+        {"gpuOperator": {"version": "v26.3.2"}},
+        "mlcluster:gpuOperator.version: is v26.3.2: mlcluster's support calendar knows the Kubernetes range of NVIDIA"
+        " GPU Operator 26.7 only",
+    ),
+    "a patch behind the newest one the calendar knows": (
+        {"kubernetesVersion": "1.35.2"},
+        "mlcluster:kubernetesVersion: 1.35.2 is behind 1.35.8, the newest 1.35 patch mlcluster's calendar knows",
     ),
 }
 
 AT_UP_ONLY = {
     # Sites only a deployed cluster can trigger, and the test that shows their warning.
+    "components/cluster/kubeadm_cluster.py": "tests/test_support_calendar.py (an upgrade from a deployed 1.34.11)",
     "components/cluster/gpu_preflight.py": "tests/test_gpu_operator.py (preflight outputs of a previous up)",
     "components/cluster/certificates.py": "tests/fleet/test_certificates.py (the certificates' dates of a deployment)",
     "components/cluster/acceptance.py": "tests/test_acceptance_render.py (nodes the last up's acceptance failed)",

@@ -16,9 +16,10 @@ import pulumi_kubernetes as k8s
 from pulumi_command import remote
 
 from ..config.cluster import ClusterSpec
-from ..config.derived import topology_labels
+from ..config.derived import installed_components, topology_labels
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
+from ..config.support import Installed, upgrade_progress
 from ..render.control_planes import OUTPUT as CONTROL_PLANES_OUTPUT
 from ..render.control_planes import (
     WORKERS_OUTPUT,
@@ -85,7 +86,7 @@ class KubeadmCluster(pulumi.ComponentResource):
             previous.get_output(CONTROL_PLANES_OUTPUT), previous.get_output(WORKERS_OUTPUT)
         ).apply(partial(_refuse_control_plane_change, spec))
         version_checked = previous.get_output(VERSION_OUTPUT).apply(
-            partial(_refuse_version_change, spec.kubernetes_version)
+            partial(_refuse_version_change, spec.kubernetes_version, installed_components(spec))
         )
         refusals_passed = pulumi.Output.all(control_planes_checked, version_checked)
         preflights = preflight.commands if preflight is not None else {}
@@ -212,8 +213,11 @@ def _refuse_control_plane_change(spec: Spec, recorded: list[object]) -> list[str
     return recorded_names(spec.control_planes)
 
 
-def _refuse_version_change(wanted: str, recorded: object) -> str:
+def _refuse_version_change(wanted: str, installed: list[Installed], recorded: object) -> str:
     problem = version_change_problem(recorded, wanted)
     if problem is not None:
         raise pulumi.RunError(problem)
+    progress = upgrade_progress(recorded, wanted, installed) if isinstance(recorded, str) else None
+    if progress is not None:
+        warn("kubernetesVersion", progress)
     return wanted

@@ -11,6 +11,9 @@ from .api_vip import ApiVipSpec
 from .providers import ClusterDefaults, cluster_defaults
 from .schema import Problems, Secret, join_path, setting
 
+CALICO_VERSION = "v3.30.3"
+"""The tigera-operator chart installed with cni: calico (its Kubernetes range: support.py)."""
+
 
 @dataclass(frozen=True)
 class ClusterSpec:

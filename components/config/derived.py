@@ -27,13 +27,15 @@ from dataclasses import dataclass, field
 
 from . import checks
 from .acceptance import ACCEPTANCE_IMAGE_SET, AcceptanceSettings
+from .cluster import CALICO_VERSION
 from .gpu import GpuOperatorSpec
 from .images import ImageSetSpec, ImageSpec, ImagesSpec
 from .kueue import GPU_RESOURCE, GPU_RESOURCE_PREFIX, TOPOLOGY_LABEL_PREFIX, TopologySpec, flavor_name
 from .monitoring import FaultMode
 from .nodes import NodeSpec
-from .serving import EndpointSpec, InferenceDeploymentSpec, gateway_wanted
+from .serving import EndpointSpec, InferenceDeploymentSpec, gateway_wanted, queue_endpoints
 from .spec import Spec
+from .support import Installed
 
 # --- taints and tolerations -----------------------------------------------------------------------------------
 
@@ -334,3 +336,37 @@ def lost_musts(spec: Spec) -> list[LostMust]:
             )
         )
     return lost
+
+
+# --- what the stack installs, for the support calendar (support.py) -------------------------------------------
+
+
+def installed_components(spec: Spec) -> list[Installed]:
+    """Every component the stack installs that the calendar can hold a range for, with the key of its version."""
+    gpu, kserve, monitoring = spec.gpu_operator, spec.kserve, spec.monitoring
+    wanted: list[tuple[bool, str, str, str]] = [
+        (spec.cluster.mode == "kubeadm", "kubeadm config v1beta4", "kubernetesVersion", "kubeadm.k8s.io/v1beta4"),
+        (
+            spec.cluster.defaults.installs_cni and spec.cluster.cni == "calico",
+            "Calico (tigera-operator)",
+            "cluster.cni",
+            CALICO_VERSION,
+        ),
+        (gpu.enabled, "NVIDIA GPU Operator", "gpuOperator.version", gpu.version),
+        (gpu.enabled and gpu.dra, "NVIDIA DRA driver for GPUs", "gpuOperator.draDriverVersion", gpu.dra_driver_version),
+        (spec.network.rdma.enabled, "NVIDIA Network Operator", "network.rdma.version", spec.network.rdma.version),
+        (spec.kueue.enabled, "Kueue", "kueue.version", spec.kueue.version),
+        (kserve.enabled, "KServe", "kserve.version", kserve.version),
+        (kserve.enabled, "cert-manager", "kserve.certManagerVersion", kserve.cert_manager_version),
+        (gateway_wanted(kserve), "Envoy Gateway", "kserve.gateway.version", kserve.gateway.version),
+        (bool(queue_endpoints(kserve)), "KEDA", "kserve.kedaVersion", kserve.keda_version),
+        (spec.kubeflow.enabled, "Kubeflow Trainer", "kubeflow.version", spec.kubeflow.version),
+        (monitoring_wanted(spec), "kube-prometheus-stack", "monitoring.version", monitoring.version),
+        (
+            fault_mode(spec) != "off",
+            "NVIDIA NVSentinel",
+            "monitoring.faultHandling.version",
+            monitoring.fault_handling.version,
+        ),
+    ]
+    return [Installed(component, key, version) for on, component, key, version in wanted if on]

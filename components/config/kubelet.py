@@ -159,6 +159,14 @@ class KubeletSpec:
     restart: RestartSpec = setting(
         default_factory=RestartSpec, doc="How many nodes restart kubelet/containerd at once when tuning changes."
     )
+    apply_as: Literal["drop-in", "flags"] = setting(
+        "drop-in",
+        doc="How tuning reaches a joined node's kubelet: `drop-in`, a KubeletConfiguration file in"
+        " /etc/kubernetes/kubelet.conf.d (the modern way); `flags`, KUBELET_EXTRA_ARGS in /etc/default/kubelet (DEB)"
+        " or /etc/sysconfig/kubelet (RPM) (the classic way; a setting without a kubelet flag then lands only in"
+        " kubeadm's KubeletConfiguration at init, warned). Either way: daemon-reload and a batched restart.",
+        modes=("kubeadm",),
+    )
 
     def validate(self, path: str, problems: Problems) -> None:
         for key, message, _ in tuning_problems(self):

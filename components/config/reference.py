@@ -5,11 +5,9 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable
-from pathlib import Path
 
+from .generated import generated_main
 from .schema import NAMESPACE, reference_rows
 from .spec import Spec
 
@@ -23,24 +21,6 @@ def reference_markdown() -> str:
         doc = row.doc.replace("|", "\\|")
         lines.append(f"| `{NAMESPACE}:{row.key}` | {row.type_name} | {row.default} | {doc} |")
     return "\n".join(lines) + "\n"
-
-
-def replace_generated(document: str, start: str, end: str, body: str) -> str:
-    """`document` with the text between the start and end markers replaced by `body`."""
-    head, tail = document.index(start), document.index(end)
-    return document[: head + len(start)] + "\n" + body + document[tail:]
-
-
-def generated_main(argv: list[str] | None, description: str, start: str, end: str, render: Callable[[], str]) -> int:
-    """CLI of a generated block: print it, or `--write FILE` to replace it between its markers in FILE."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--write", type=Path, help="file to update in place, between the markers")
-    args = parser.parse_args(argv)
-    if args.write:
-        args.write.write_text(replace_generated(args.write.read_text(), start, end, render()))
-    else:
-        sys.stdout.write(render())
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

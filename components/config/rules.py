@@ -22,6 +22,7 @@ from .derived import (
     blocking,
     custom_metric_deployments,
     gpu_flavors,
+    installed_components,
     lost_musts,
     mig_profile_counted,
     monitoring_wanted,
@@ -46,7 +47,7 @@ from .kueue import (
 from .schema import Problems, join_path
 from .serving import queue_endpoints, validate_serving_on_cluster
 from .spec import Spec
-from .training import TRAINER_MIN_KUBERNETES
+from .support import range_problem, unknown_version_note
 from .workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
 
 Rule = Callable[[Spec, Problems], None]
@@ -302,6 +303,21 @@ def housekeeping_has_a_node(spec: Spec, problems: Problems) -> None:
 
 
 # --- the platform's layers ----------------------------------------------------------------------------------
+
+
+def components_support_the_minor(spec: Spec, problems: Problems) -> None:
+    """Every installed component against the Kubernetes minors its documentation names (support.py)."""
+    if checks.k8s_version(spec.kubernetes_version) is not None:
+        return
+    minor = checks.version_tuple(spec.kubernetes_version)[:2]
+    for installed in installed_components(spec):
+        found = range_problem(installed, minor)
+        if found is not None:
+            strength, why = found
+            (problems.error if strength == "requires" else problems.warn)(installed.key, why)
+        note = unknown_version_note(installed)
+        if note is not None:
+            problems.warn(installed.key, note)
 
 
 def gpu_operator_and_nodes(spec: Spec, problems: Problems) -> None:
@@ -564,17 +580,6 @@ def _validate_trainer(spec: Spec, problems: Problems) -> None:
 def kubeflow_and_workloads(spec: Spec, problems: Problems) -> None:
     """Rules across the kubeflow, storage and workloads sections."""
     kubeflow, workloads = spec.kubeflow, spec.workloads
-    valid_version = checks.k8s_version(spec.kubernetes_version) is None
-    if (
-        kubeflow.enabled
-        and valid_version
-        and checks.version_tuple(spec.kubernetes_version)[:2] < TRAINER_MIN_KUBERNETES
-    ):
-        problems.error(
-            "kubeflow.enabled",
-            f"Kubeflow Trainer {kubeflow.version} needs Kubernetes >= 1.31; kubernetesVersion is"
-            f" {spec.kubernetes_version} (upgrade, or set kubeflow.enabled: false)",
-        )
     if workloads.notebook and not kubeflow.notebooks:
         problems.error("workloads.notebook", "needs kubeflow.notebooks: true (the Notebook controller)")
     gpu_nodes = [node for node in spec.nodes if node.gpu is not None]
@@ -813,6 +818,7 @@ KUBEADM_RULES: tuple[Rule, ...] = (
 """Mode kubeadm, once the stack lists a node: the nodes, how they are reached, what they can run."""
 
 STACK_RULES: tuple[Rule, ...] = (
+    components_support_the_minor,
     gpu_operator_and_nodes,
     spegel_one_containerd_root,
     nfs_server,

@@ -27,7 +27,7 @@ from .storage import StorageSpec
 from .training import KubeflowSpec
 from .workloads import WorkloadsSpec
 
-DEFAULT_KUBERNETES_VERSION = "1.34.2"
+DEFAULT_KUBERNETES_VERSION = "1.35.8"
 
 
 @dataclass(frozen=True)

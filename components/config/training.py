@@ -7,9 +7,6 @@ from dataclasses import dataclass
 from . import checks
 from .schema import setting
 
-TRAINER_MIN_KUBERNETES = (1, 31)
-"""Kubeflow Trainer v2 needs Kubernetes 1.31 or later (its JobSet and CEL validation rules)."""
-
 
 @dataclass(frozen=True)
 class KubeflowSpec:

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.spec import Spec
-from ..render.cni import calico_untested_problem, cni_release
-from ..warnings import warn
+from ..render.cni import cni_release
 from .platform_layer import PlatformLayer
 
 
@@ -16,8 +15,5 @@ class Cni(PlatformLayer):
     layer_name = "cni"
 
     def install(self, spec: Spec) -> Mapping[str, Any]:
-        untested = calico_untested_problem(spec.kubernetes_version)
-        if untested is not None:
-            warn("kubernetesVersion", untested)
         self.release = self.chart(cni_release(spec.cluster))
         return {"status": self.release.status}

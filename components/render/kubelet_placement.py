@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ..config.generated import generated_main
 from ..config.kubelet import KubeletSpec, containerd_series, effective_kubelet, overridden_keys
-from ..config.reference import generated_main
 from ..config.spec import Spec
 
 Minor = tuple[int, int]
@@ -97,11 +97,16 @@ def show_minor(minor: Minor) -> str:
     return f"{minor[0]}.{minor[1]}"
 
 
-def node_mechanism(setting: KubeletSetting, minor: Minor) -> Mechanism:
+def uses_drop_in(minor: Minor, apply_as: str = "drop-in") -> bool:
+    """Whether a node's tuning goes to the kubelet's drop-in directory (else to KUBELET_EXTRA_ARGS flags)."""
+    return apply_as == "drop-in" and minor >= DROP_IN_SINCE
+
+
+def node_mechanism(setting: KubeletSetting, minor: Minor, apply_as: str = "drop-in") -> Mechanism:
     """How the tuning step sets `setting` on one node (day 2 and per-node values)."""
     if minor < setting.config_since:
         return "unavailable"
-    if minor >= DROP_IN_SINCE:
+    if uses_drop_in(minor, apply_as):
         return "drop-in"
     return "flag" if setting.flag else "init-only"
 
@@ -148,11 +153,11 @@ def kubelet_flags(tuning: KubeletSpec, cluster: KubeletSpec, minor: Minor) -> li
     """KUBELET_EXTRA_ARGS for a node: --config-dir where drop-ins work, else the flags that exist.
 
     A setting at its upstream default is left out unless the cluster's init config holds something else."""
-    if minor >= DROP_IN_SINCE:
+    if uses_drop_in(minor, tuning.apply_as):
         return [f"{CONFIG_DIR_FLAG}={CONFIG_DIR}"]
     args: list[str] = []
     for setting in SETTINGS:
-        if node_mechanism(setting, minor) != "flag":
+        if node_mechanism(setting, minor, tuning.apply_as) != "flag":
             continue
         value = setting_value(tuning, setting.key)
         at_default = value == setting.default and setting_value(cluster, setting.key) == setting.default
@@ -163,11 +168,17 @@ def kubelet_flags(tuning: KubeletSpec, cluster: KubeletSpec, minor: Minor) -> li
 
 def drop_in_configuration(tuning: KubeletSpec, minor: Minor) -> dict[str, object] | None:
     """The node's KubeletConfiguration drop-in, or None where the kubelet has no --config-dir."""
-    if minor < DROP_IN_SINCE:
+    if not uses_drop_in(minor, tuning.apply_as):
         return None
     return {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"} | configuration_fields(
         tuning, minor
     )
+
+
+def _no_drop_in(minor: Minor) -> str:
+    if minor < DROP_IN_SINCE:
+        return f"no drop-in directory before {show_minor(DROP_IN_SINCE)}"
+    return "kubelet.applyAs is flags"
 
 
 def pull_deadline_table(line: ContainerdLine) -> str | None:
@@ -188,7 +199,7 @@ def tuning_warnings(
     for setting in SETTINGS:
         if setting_value(tuning, setting.key) is None or (node is not None and setting.key not in own_keys):
             continue
-        mechanism = node_mechanism(setting, minor)
+        mechanism = node_mechanism(setting, minor, tuning.apply_as)
         version = show_minor(minor)
         if mechanism == "unavailable":
             yield TuningWarning(
@@ -200,8 +211,8 @@ def tuning_warnings(
             what = "this node's value cannot be honoured" if node else "a change after init is not applied"
             yield TuningWarning(
                 f"{path}.{setting.key}",
-                f"lands only in kubeadm's KubeletConfiguration at init on Kubernetes {version} (no kubelet flag, no"
-                f" drop-in directory before {show_minor(DROP_IN_SINCE)}): {what}{where}",
+                f"lands only in kubeadm's KubeletConfiguration at init on Kubernetes {version} (no kubelet flag,"
+                f" {_no_drop_in(minor)}): {what}{where}",
             )
     if node is not None and "imagePullProgressDeadline" not in own_keys and "containerdVersion" not in own_keys:
         return

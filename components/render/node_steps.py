@@ -10,6 +10,7 @@ from ..config.checks import version_tuple
 from ..config.nodes import NodeSpec
 from ..config.schema import Secret
 from ..config.spec import Spec
+from ..config.support import node_settings
 from . import images, kubeadm
 from .gpu_operator import looks_in_preparation, preflight_step
 from .join_credentials import TOKEN_TTL
@@ -84,16 +85,24 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     repo = f"{K8S_REPO_BASE}/{minor}"
     version = spec.kubernetes_version.lstrip("v")
     image_disk = image_disk_step(node)
+    needs = node_settings(version_tuple(spec.kubernetes_version)[:2])
     return [
         *([preflight_step(node)] if looks_in_preparation(spec.gpu_operator, spec.cluster, node) else []),
-        rendered_step("os", "Check the operating system"),
+        rendered_step("os", "Check the operating system and what Kubernetes needs of it", needs),
         rendered_step("swap", "Turn swap off"),
         rendered_step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
         rendered_step(
             "sysctl", "Apply kernel settings", {"SYSCTL_CONF": "\n".join(f"{k} = {v}" for k, v in SYSCTL.items())}
         ),
         *([image_disk] if image_disk else []),
-        rendered_step("containerd", "Install containerd", {"DOCKER_REPO_RPM": DOCKER_REPO_RPM}),
+        rendered_step(
+            "containerd",
+            "Install containerd",
+            {
+                "DOCKER_REPO_RPM": DOCKER_REPO_RPM,
+                **{k: v for k, v in needs.items() if k.startswith(("K8S", "CONTAINERD"))},
+            },
+        ),
         rendered_step(
             "kube-packages",
             f"Install kubeadm, kubelet, kubectl {version}",

@@ -29,4 +29,5 @@ else
   changed "/etc/containerd/conf.d created"
 fi
 
+require_containerd_minimum
 service_enable_now containerd

@@ -19,13 +19,8 @@ mark_restart() {
 
 # --- containerd ---------------------------------------------------------------------------------------
 command -v containerd >/dev/null 2>&1 || die "containerd is not installed (the containerd step runs first)"
-# "containerd github.com/containerd/containerd v1.7.24 <commit>" (distro builds drop the leading v).
-version=$(containerd --version | awk '{print $3}')
-version=${version#v}
-major=${version%%.*}
-minor=${version#*.}
-minor=${minor%%.*}
-[[ $major =~ ^[0-9]+$ && $minor =~ ^[0-9]+$ ]] || die "cannot read the version of containerd from: $(containerd --version)"
+read_containerd_version
+version=$CONTAINERD_VERSION major=$CONTAINERD_MAJOR minor=$CONTAINERD_MINOR
 if [ "$major" -ge 2 ]; then
   line=2 config=$CONTAINERD_CONFIG_2
 elif [ "$minor" -ge 7 ]; then

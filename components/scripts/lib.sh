@@ -32,6 +32,33 @@ detect_os() {
   esac
 }
 
+# containerd's release as `containerd --version` prints it: "containerd github.com/containerd/containerd v1.7.24
+# <commit>" (distro builds drop the leading v). Sets CONTAINERD_VERSION, CONTAINERD_MAJOR and CONTAINERD_MINOR.
+read_containerd_version() {
+  local printed
+  printed=$(containerd --version)
+  CONTAINERD_VERSION=$(printf '%s\n' "$printed" | awk '{print $3}')
+  CONTAINERD_VERSION=${CONTAINERD_VERSION#v}
+  CONTAINERD_MAJOR=${CONTAINERD_VERSION%%.*}
+  CONTAINERD_MINOR=${CONTAINERD_VERSION#*.}
+  CONTAINERD_MINOR=${CONTAINERD_MINOR%%.*}
+  [[ $CONTAINERD_MAJOR =~ ^[0-9]+$ && $CONTAINERD_MINOR =~ ^[0-9]+$ ]] ||
+    die "cannot read the version of containerd from: $printed"
+}
+
+# The installed containerd against what Kubernetes $K8S_MINOR needs ($CONTAINERD_MINIMUM, major.minor, and its
+# reason; components/config/support.py NODE_NEEDS): a node that cannot run the minor stops here.
+require_containerd_minimum() {
+  : "${K8S_MINOR:?}" "${CONTAINERD_MINIMUM:?}" "${CONTAINERD_MINIMUM_REASON:?}"
+  read_containerd_version
+  local want_major=${CONTAINERD_MINIMUM%%.*} want_minor=${CONTAINERD_MINIMUM#*.}
+  if [ "$CONTAINERD_MAJOR" -lt "$want_major" ] ||
+    { [ "$CONTAINERD_MAJOR" -eq "$want_major" ] && [ "$CONTAINERD_MINOR" -lt "$want_minor" ]; }; then
+    die "containerd $CONTAINERD_VERSION is installed; Kubernetes $K8S_MINOR needs containerd >= $CONTAINERD_MINIMUM ($CONTAINERD_MINIMUM_REASON): upgrade containerd, then run up again"
+  fi
+  ok "containerd $CONTAINERD_VERSION (Kubernetes $K8S_MINOR needs >= $CONTAINERD_MINIMUM)"
+}
+
 # grep's lines, where "no line matches" (1) is an answer and only 2 (unreadable file, bad pattern) a failure.
 lines_matching() { grep "$@" || [ $? -eq 1 ]; }
 

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.config.spec import DEFAULT_KUBERNETES_VERSION
+from components.config.support import KUBERNETES_MINORS, parse
+
 from ..markers import slow_work
 from .stubs._stub import OS_TOOLS, _locked_json, write_launcher
 
@@ -46,6 +49,14 @@ PACKAGE_BINARIES = ("kubeadm", "kubectl", "containerd")
 REAL_PACKAGE_BINARIES = ("keepalived", "haproxy")
 """Real programs a host gets from its package (stubs/daemons.py): hidden at /usr/sbin until it installs them."""
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+_DEFAULT_MINOR = parse(DEFAULT_KUBERNETES_VERSION) or (1, 0)
+PREVIOUS_MINOR_VERSION = next(
+    m.newest_patch for m in KUBERNETES_MINORS if m.minor == (_DEFAULT_MINOR[0], _DEFAULT_MINOR[1] - 1)
+)
+"""The newest patch the support calendar knows of the minor before the default: where the fleet's upgrades start."""
+NEXT_MINOR_VERSION = next(
+    m.newest_patch for m in KUBERNETES_MINORS if m.minor == (_DEFAULT_MINOR[0], _DEFAULT_MINOR[1] + 1)
+)
 
 
 class FleetUnavailable(AssertionError):  # noqa: N818 (reads as the condition it reports)
@@ -59,6 +70,9 @@ class HostSpec:
     name: str
     os: str = "debian-12"
     containerd: str = "1.7.24"
+    cgroup: str = "v2"
+    """v2: cgroup2 at /sys/fs/cgroup (a real cgroup2 mount); v1: a tmpfs there, as a cgroup v1 host has (what
+    `stat -fc %T /sys/fs/cgroup/` tells apart: kubernetes/website content/en/docs/concepts/architecture/cgroups.md)."""
     user: str = "root"
     """SSH user; any other user gets passwordless sudo (as mlcluster requires)."""
     swap: bool = True
@@ -243,7 +257,7 @@ class Fleet:
         """Config values for the program (and which are secret) with the fleet's key; platform layers off."""
         ssh = {"user": "root", "privateKey": self.client_private_key, "connectTimeoutSeconds": 2, "dialAttempts": 1}
         values: dict[str, Any] = {
-            "kubernetesVersion": "1.34.2",
+            "kubernetesVersion": DEFAULT_KUBERNETES_VERSION,
             "cluster": {"mode": "kubeadm", "name": "fleet"},
             "ssh": ssh,
             "nodes": list(nodes),
@@ -444,7 +458,12 @@ class Fleet:
             + f"mount --bind {host_dir}/home /home\n"
             + home
             + "mount -t tmpfs -o mode=0755 tmpfs /run\nmkdir -p /run/sshd /run/lock\n"
-            f"mount --bind {host_dir}/sysmodule /sys/module\n"
+            + (
+                "mount -t cgroup2 cgroup2 /sys/fs/cgroup\n"
+                if spec.cgroup == "v2"
+                else "mount -t tmpfs -o mode=0755 tmpfs /sys/fs/cgroup\n"
+            )
+            + f"mount --bind {host_dir}/sysmodule /sys/module\n"
             f"mount --bind {self.dir}/sbin /usr/local/sbin\n"
             f"mount --bind {host_dir}/bin /usr/local/bin\n"
             + masks

@@ -39,9 +39,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from components.config.spec import DEFAULT_KUBERNETES_VERSION
+
 from ..gpu_host import H200_LSPCI
 from .engine import FleetEngine, FleetRun
-from .hosts import Fleet, HostSpec
+from .hosts import PREVIOUS_MINOR_VERSION, Fleet, HostSpec
 
 T = TypeVar("T")
 HOURS = 3600.0
@@ -98,8 +100,8 @@ def _bootstrap(fleet: Fleet, engine: FleetEngine, values: dict[str, Any], secret
 
 
 def _minor_upgrade(fleet: Fleet, engine: FleetEngine, values: dict[str, Any], secret: list[str]) -> dict[str, Any]:
-    engine.up(values, secret).raise_error()
-    return {**values, "kubernetesVersion": "1.35.0"}
+    engine.up({**values, "kubernetesVersion": PREVIOUS_MINOR_VERSION}, secret).raise_error()
+    return values
 
 
 def _certificate_renewal(
@@ -178,7 +180,8 @@ SCENARIOS = {
         ),
         Scenario(
             "upgrade",
-            "1 control plane + 2 workers (Debian 12, Ubuntu 22.04, Rocky 9), 1.34.2 -> 1.35.0",
+            f"1 control plane + 2 workers (Debian 12, Ubuntu 22.04, Rocky 9), {PREVIOUS_MINOR_VERSION} ->"
+            f" {DEFAULT_KUBERNETES_VERSION}",
             (HostSpec("cp-1"), HostSpec("w-1", os="ubuntu-22.04"), HostSpec("w-2", os="rocky-9")),
             {"cp-1": "control-plane", "w-1": "worker", "w-2": "worker"},
             _minor_upgrade,

@@ -16,6 +16,7 @@ import yaml
 
 from components.config.derived import GPU_TAINT
 from components.config.nodes import GPU_MODEL_LABEL
+from components.config.spec import DEFAULT_KUBERNETES_VERSION
 from components.plan.writer import write_plan
 from components.render.shell import STORE, store_catalog
 
@@ -166,7 +167,7 @@ def test_one_control_plane_two_workers_then_a_second_run_changes_nothing(fleet, 
         state = host.state()
         assert state["swap"] is False and "# disabled by mlcluster" in host.read("/etc/fstab")
         assert {p: state["packages"][p] for p in ("kubeadm", "kubelet", "kubectl")} == dict.fromkeys(
-            ("kubeadm", "kubelet", "kubectl"), "1.34.2-1.1"
+            ("kubeadm", "kubelet", "kubectl"), f"{DEFAULT_KUBERNETES_VERSION}-1.1"
         )
         assert sorted(state["held"]) == ["kubeadm", "kubectl", "kubelet"]
         assert state["services"]["containerd"]["active"] and state["services"]["kubelet"]["enabled"]

@@ -81,8 +81,8 @@ def test_flags_line_on_deb_and_rpm_rerun_changes_nothing_day2_restarts_once_per_
     for name in ("w-2", "w-4"):
         hosts[name].run(f"mkdir -p /etc/sysconfig && cat >/etc/sysconfig/kubelet <<'EOF'\n{RPM_OTHER_LINES}EOF")
     nodes = [hosts["cp-1"].node("control-plane"), *(hosts[w].node() for w in workers)]
-    # Before 1.30 the kubelet has no drop-in directory: the settings travel as flags.
-    values, secret = hosts.stack_values(nodes, kubernetesVersion="1.29.5")
+    # The classic way: the settings travel as flags in KUBELET_EXTRA_ARGS (kubelet.applyAs: flags).
+    values, secret = hosts.stack_values(nodes, kubelet={"applyAs": "flags"})
 
     up(fleet_engine, values, secret)
     env_file = {"cp-1": "/etc/default/kubelet", "w-1": "/etc/default/kubelet", "w-3": "/etc/default/kubelet"}
@@ -111,7 +111,7 @@ def test_flags_line_on_deb_and_rpm_rerun_changes_nothing_day2_restarts_once_per_
             assert out and all(line.startswith("ok: ") for line in out.splitlines()), out
 
     containerd_before = restart_counts(hosts, "containerd")
-    values["kubelet"] = {"imageGCLowThresholdPercent": 65}
+    values["kubelet"] = {"applyAs": "flags", "imageGCLowThresholdPercent": 65}
     third = up(fleet_engine, values, secret)
     after = restart_counts(hosts, "kubelet")
     assert {n: after[n] - day1[n] for n in env_file} == dict.fromkeys(env_file, 1)
@@ -123,10 +123,10 @@ def test_flags_line_on_deb_and_rpm_rerun_changes_nothing_day2_restarts_once_per_
     measured = check_batches(third, [["cp-1"], ["w-1"], ["w-2"], ["w-3"], ["w-4"]])
     assert measured["peak concurrent restart steps"] == 1
     record(
-        "flags 1.29: kubelet restarts per node (day 1, re-run, 70->65)",
+        "flags (applyAs): kubelet restarts per node (day 1, re-run, 70->65)",
         {n: [day1[n], rerun[n] - day1[n], after[n] - rerun[n]] for n in env_file},
     )
-    record("flags 1.29: restart batches on 70->65", measured)
+    record("flags (applyAs): restart batches on 70->65", measured)
 
 
 def test_drop_in_from_1_30_day2_batches_of_half_the_workers_and_containerd_1_6_warns(fleet, fleet_engine) -> None:

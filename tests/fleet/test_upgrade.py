@@ -16,11 +16,14 @@ from typing import Any
 
 import pytest
 
+from components.config.spec import DEFAULT_KUBERNETES_VERSION as DEFAULT
 from components.render.etcd_snapshots import timer_step
 from components.render.upgrade import CONTROL_PLANE_COMPONENTS, Versions, skew_problems
 
 from ..conftest import load_spec
 from .engine import FleetEngine, FleetRun
+from .hosts import NEXT_MINOR_VERSION as NEXT
+from .hosts import PREVIOUS_MINOR_VERSION as PREVIOUS
 from .hosts import Fleet, FleetHost, HostSpec
 from .measure import MEASUREMENTS
 from .steps import step_outputs
@@ -108,7 +111,8 @@ def upgrade(engine: FleetEngine, values: dict[str, Any], secret: list[str], vers
 
 def one_plus_three(fleet: Any) -> tuple[Fleet, dict[str, Any], list[str]]:
     hosts = fleet(HostSpec("cp-1"), HostSpec("w-1", os="ubuntu-22.04"), HostSpec("w-2", os="rocky-9"), HostSpec("w-3"))
-    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), *(hosts[w].node() for w in WORKERS)])
+    nodes = [hosts["cp-1"].node("control-plane"), *(hosts[w].node() for w in WORKERS)]
+    values, secret = hosts.stack_values(nodes, kubernetesVersion=PREVIOUS)
     return hosts, values, secret
 
 
@@ -116,23 +120,23 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
     hosts, values, secret = one_plus_three(fleet)
     fleet_engine.up(values, secret).raise_error()
     (cluster,) = hosts.clusters()
-    assert cluster["version"] == "1.34.2"
+    assert cluster["version"] == PREVIOUS
 
     # 1.34 -> 1.36 skips a minor: refused by the program, naming the key, before any node is touched: `up`
     # (as with --skip-preview) runs no step at all, not even a node's preparation (which would switch its
     # package repository to the 1.36 one).
     calls_before_skip = {n: len(hosts[n].calls()) for n in hosts.hosts}
-    skipped = upgrade(fleet_engine, values, secret, "1.36.0")
+    skipped = upgrade(fleet_engine, values, secret, NEXT)
     assert skipped.error is not None
     message = str(skipped.error)
-    assert "mlcluster:kubernetesVersion: 1.36.0 skips a minor: the cluster runs 1.34.2" in message
+    assert f"mlcluster:kubernetesVersion: {NEXT} skips a minor: the cluster runs {PREVIOUS}" in message
     assert skipped.steps == [], [s.resource for s in skipped.steps]
     assert {n: len(hosts[n].calls()) for n in hosts.hosts} == calls_before_skip
-    assert all(packages(hosts[n])["kubelet"] == "1.34.2" for n in hosts.hosts)
+    assert all(packages(hosts[n])["kubelet"] == PREVIOUS for n in hosts.hosts)
 
     # What a reviewer sees: the preview updates the upgrade steps (and kube-packages' repository), runs nothing.
     calls_before = {n: len(hosts[n].calls()) for n in hosts.hosts}
-    preview = fleet_engine.preview({**values, "kubernetesVersion": "1.35.0"}, secret)
+    preview = fleet_engine.preview({**values, "kubernetesVersion": DEFAULT}, secret)
     preview.raise_error()
     updated = preview.with_operation("update")
     assert [n for n in updated if "upgrade" in n or "etcd-snapshot" in n or n.endswith("-kubelet")] == sorted(
@@ -147,31 +151,31 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
         ]
     )
     assert {n: len(hosts[n].calls()) for n in hosts.hosts} == calls_before
-    MEASUREMENTS["upgrade 1cp+3w preview 1.34.2->1.35.0: resources updated"] = updated
+    MEASUREMENTS[f"upgrade 1cp+3w preview {PREVIOUS}->{DEFAULT}: resources updated"] = updated
 
     for name in hosts.hosts:
         hosts[name].set(latencies=SLOW)
     started = time.time()
     # All three workers in one batch: the wall-time comparison below runs the next minor one node at a time.
-    run = upgrade(fleet_engine, values, secret, "1.35.0", maxUnavailableWorkers="100%")
+    run = upgrade(fleet_engine, values, secret, DEFAULT, maxUnavailableWorkers="100%")
     run.raise_error()
     (cluster,) = hosts.clusters()
-    assert cluster["version"] == "1.35.0"
+    assert cluster["version"] == DEFAULT
     for name in hosts.hosts:
-        assert packages(hosts[name]) == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), "1.35.0"), name
-        assert cluster["nodes"][name]["kubeletVersion"] == "1.35.0" and not cluster["nodes"][name]["unschedulable"]
+        assert packages(hosts[name]) == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), DEFAULT), name
+        assert cluster["nodes"][name]["kubeletVersion"] == DEFAULT and not cluster["nodes"][name]["unschedulable"]
     for name in ("cp-1", "w-1", "w-3"):  # DEB: held again (RPM: the repository excludes them)
         assert sorted(hosts[name].state()["held"]) == ["kubeadm", "kubectl", "kubelet"]
 
     log = upgrade_calls(hosts, started)
     # The order: snapshot, kubeadm upgrade apply, the first control plane's kubelet, then the workers.
     snapshot = first_index(log, "cp-1", "crictl exec")
-    apply = first_index(log, "cp-1", "kubeadm upgrade apply v1.35.0")
+    apply = first_index(log, "cp-1", f"kubeadm upgrade apply v{DEFAULT}")
     cp_kubelet = first_index(log, "cp-1", "systemctl restart kubelet")
     assert snapshot < apply < cp_kubelet
     # kubeadm's guide: the new kubeadm first, then its plan for the target, then apply.
-    new_kubeadm = first_index(log, "cp-1", "apt-get install -y -q --allow-change-held-packages kubeadm=1.35.0")
-    assert new_kubeadm < first_index(log, "cp-1", "kubeadm upgrade plan v1.35.0") < apply
+    new_kubeadm = first_index(log, "cp-1", f"apt-get install -y -q --allow-change-held-packages kubeadm={DEFAULT}")
+    assert new_kubeadm < first_index(log, "cp-1", f"kubeadm upgrade plan v{DEFAULT}") < apply
     for worker in WORKERS:
         drain = first_index(log, "cp-1", f"kubectl drain {worker}")
         node = first_index(log, worker, "kubeadm upgrade node")
@@ -179,7 +183,9 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
         uncordon = first_index(log, "cp-1", f"kubectl uncordon {worker}")
         assert cp_kubelet < drain < node < kubelet < uncordon, worker
     rows = assert_skew_never_violated(cluster)
-    MEASUREMENTS["upgrade 1cp+3w 1.34.2->1.35.0 call log"] = [f"{t - started:6.2f}s {h:<5} {c}" for t, h, c in log]
+    MEASUREMENTS[f"upgrade 1cp+3w {PREVIOUS}->{DEFAULT} call log"] = [
+        f"{t - started:6.2f}s {h:<5} {c}" for t, h, c in log
+    ]
     MEASUREMENTS["upgrade 1cp+3w versions after each step"] = rows
     parallel, parallel_workers = run.wall_seconds, workers_phase_seconds(log)
 
@@ -190,10 +196,10 @@ def test_one_plus_three_upgrade_in_order_never_skewed_refuses_a_skipped_minor(fl
 
     # The same upgrade, one node at a time.
     serial_started = time.time()
-    serial_run = upgrade(fleet_engine, values, secret, "1.36.0", maxUnavailableWorkers="1")
+    serial_run = upgrade(fleet_engine, values, secret, NEXT, maxUnavailableWorkers="1")
     serial_run.raise_error()
     (cluster,) = hosts.clusters()
-    assert cluster["version"] == "1.36.0"
+    assert cluster["version"] == NEXT
     assert_skew_never_violated(cluster)
     serial_workers = workers_phase_seconds(upgrade_calls(hosts, serial_started))
     MEASUREMENTS["upgrade 1cp+3w wall seconds: workers in one batch vs one at a time"] = {
@@ -217,7 +223,9 @@ def test_three_plus_three_resumes_after_a_worker_fails_and_waits_for_a_running_g
         HostSpec("w-3", os="ubuntu-22.04"),
     )
     nodes = [hosts[n].node("control-plane") for n in ("cp-1", "cp-2", "cp-3")] + [hosts[w].node() for w in WORKERS]
-    values, secret = hosts.stack_values(nodes, cluster={"controlPlaneEndpoint": "k8s-api.fleet.test:6443"})
+    values, secret = hosts.stack_values(
+        nodes, cluster={"controlPlaneEndpoint": "k8s-api.fleet.test:6443"}, kubernetesVersion=PREVIOUS
+    )
     fleet_engine.up(values, secret).raise_error()
 
     # A running Kueue-admitted job on w-1 finishes 3 s after the upgrade cordons w-1 (so the drain step must wait
@@ -238,7 +246,7 @@ def test_three_plus_three_resumes_after_a_worker_fails_and_waits_for_a_running_g
     hosts["w-2"].set(fail={"kubeadm upgrade node": "[upgrade] FATAL: stub: disk full"})
     finisher = threading.Thread(target=job_finishes)
     finisher.start()
-    first = upgrade(fleet_engine, values, secret, "1.35.0", maxUnavailableWorkers="1")
+    first = upgrade(fleet_engine, values, secret, DEFAULT, maxUnavailableWorkers="1")
     finisher.join()
     assert first.error is not None and "w-2" in str(first.error)
     (cluster,) = hosts.clusters()
@@ -251,17 +259,17 @@ def test_three_plus_three_resumes_after_a_worker_fails_and_waits_for_a_running_g
     assert re.search(r"waiting: w-1 runs 1 Kueue-admitted job\(s\): pod/train-0 \(\d+s of 7200s\)", waited), waited
     # Stopped at w-2: control planes and w-1 done, w-2 cordoned at the old kubelet, w-3 untouched.
     assert {n: cluster["nodes"][n]["kubeletVersion"] for n in cluster["nodes"]} == {
-        "cp-1": "1.35.0", "cp-2": "1.35.0", "cp-3": "1.35.0", "w-1": "1.35.0", "w-2": "1.34.2", "w-3": "1.34.2",
+        "cp-1": DEFAULT, "cp-2": DEFAULT, "cp-3": DEFAULT, "w-1": DEFAULT, "w-2": PREVIOUS, "w-3": PREVIOUS,
     }  # fmt: skip
     assert cluster["nodes"]["w-2"]["unschedulable"] and not cluster["nodes"]["w-3"]["unschedulable"]
     stopped = dict(cluster["nodes"])
 
     hosts["w-2"].set(fail={})
     resumed_at = time.time()
-    second = upgrade(fleet_engine, values, secret, "1.35.0", maxUnavailableWorkers="1")
+    second = upgrade(fleet_engine, values, secret, DEFAULT, maxUnavailableWorkers="1")
     second.raise_error()
     (cluster,) = hosts.clusters()
-    assert all(node["kubeletVersion"] == "1.35.0" and not node["unschedulable"] for node in cluster["nodes"].values())
+    assert all(node["kubeletVersion"] == DEFAULT and not node["unschedulable"] for node in cluster["nodes"].values())
     # Resumed: what was done is not done again (one apply, no second upgrade of cp-*/w-1), then w-2 and w-3.
     assert len([c for c in hosts["cp-1"].calls("kubeadm") if c["argv"][:2] == ["upgrade", "apply"]]) == 1
     for name in ("cp-1", "cp-2", "cp-3", "w-1"):
@@ -322,12 +330,14 @@ def test_snapshot_timer_and_retention(fleet, fleet_engine) -> None:
 
 def test_a_gpu_job_that_outlasts_the_wait_stops_the_upgrade_with_the_node_cordoned(fleet, fleet_engine) -> None:
     hosts = fleet(HostSpec("cp-1"), HostSpec("w-1"))
-    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+    values, secret = hosts.stack_values(
+        [hosts["cp-1"].node("control-plane"), hosts["w-1"].node()], kubernetesVersion=PREVIOUS
+    )
     fleet_engine.up(values, secret).raise_error()
     with hosts.cluster_lock() as cluster:
         cluster["pods"] = {"train-0": {"node": "w-1", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}}}
     values = {**values, "upgrade": {"gpuJobsTimeout": "3s"}}
-    run = upgrade(fleet_engine, values, secret, "1.35.0")
+    run = upgrade(fleet_engine, values, secret, DEFAULT)
     assert run.error is not None
     assert (
         "w-1 still runs Kueue-admitted job(s) after 3s: pod/train-0 - the upgrade stops here with w-1 cordoned"
@@ -335,14 +345,14 @@ def test_a_gpu_job_that_outlasts_the_wait_stops_the_upgrade_with_the_node_cordon
     )
     (cluster,) = hosts.clusters()
     assert cluster["pods"] == {"train-0": {"node": "w-1", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}}}
-    assert cluster["nodes"]["w-1"]["unschedulable"] and cluster["nodes"]["w-1"]["kubeletVersion"] == "1.34.2"
+    assert cluster["nodes"]["w-1"]["unschedulable"] and cluster["nodes"]["w-1"]["kubeletVersion"] == PREVIOUS
     assert not [c for c in hosts["cp-1"].calls("kubectl") if c["argv"][:2] == ["drain", "w-1"]]
 
     # Allowed to evict: the job's pod goes with the drain and the upgrade finishes.
     values["upgrade"] = {"gpuJobs": "evict"}
-    upgrade(fleet_engine, values, secret, "1.35.0").raise_error()
+    upgrade(fleet_engine, values, secret, DEFAULT).raise_error()
     (cluster,) = hosts.clusters()
-    assert cluster["evicted"] == ["train-0"] and cluster["nodes"]["w-1"]["kubeletVersion"] == "1.35.0"
+    assert cluster["evicted"] == ["train-0"] and cluster["nodes"]["w-1"]["kubeletVersion"] == DEFAULT
     assert not cluster["nodes"]["w-1"]["unschedulable"]
 
 
@@ -356,26 +366,26 @@ def test_a_family_whose_repository_lacks_the_target_stops_the_upgrade_before_any
 ) -> None:
     hosts = fleet(HostSpec("cp-1"), HostSpec("w-1", os="rocky-9"), HostSpec("w-2", os="ubuntu-22.04"))
     nodes = [hosts["cp-1"].node("control-plane"), hosts["w-1"].node(), hosts["w-2"].node()]
-    values, secret = hosts.stack_values(nodes)
+    values, secret = hosts.stack_values(nodes, kubernetesVersion=PREVIOUS)
     fleet_engine.up(values, secret).raise_error()
-    # The first control plane's own repository (Debian) offers 1.35.0: only the other family's does not.
-    hosts[lacking].set(repoLacks=["kubelet-1.35.0"])
+    # The first control plane's own repository (Debian) offers the target version: only the other family's does not.
+    hosts[lacking].set(repoLacks=[f"kubelet-{DEFAULT}"])
     since = time.time()
-    run = upgrade(fleet_engine, values, secret, "1.35.0")
+    run = upgrade(fleet_engine, values, secret, DEFAULT)
     assert run.error is not None
     assert (
-        f"mlcluster:kubernetesVersion: kubelet 1.35.0 is not offered by the configured {family} repository of"
+        f"mlcluster:kubernetesVersion: kubelet {DEFAULT} is not offered by the configured {family} repository of"
         f" {lacking} ({os_name}"
     ) in str(run.error)
     (cluster,) = hosts.clusters()
-    assert cluster["version"] == "1.34.2"
-    assert {n: v["kubeletVersion"] for n, v in cluster["nodes"].items()} == dict.fromkeys(hosts.hosts, "1.34.2")
-    assert all(packages(hosts[n]) == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), "1.34.2") for n in hosts.hosts)
+    assert cluster["version"] == PREVIOUS
+    assert {n: v["kubeletVersion"] for n, v in cluster["nodes"].items()} == dict.fromkeys(hosts.hosts, PREVIOUS)
+    assert all(packages(hosts[n]) == dict.fromkeys(("kubeadm", "kubelet", "kubectl"), PREVIOUS) for n in hosts.hosts)
     # Nothing of the upgrade ran: no kubeadm upgrade (not even its plan), no cordon or drain, no snapshot.
     assert upgrade_calls(hosts, since) == []
     assert not [c for c in hosts["cp-1"].calls("kubeadm") if c["t0"] >= since and c["argv"][:1] == ["upgrade"]]
     assert (
-        "ok: kubeadm kubelet kubectl 1.35.0 offered by the deb repository"
+        f"ok: kubeadm kubelet kubectl {DEFAULT} offered by the deb repository"
         in (step_outputs(run.step("cp-1-prepare", "update"))["kube-packages"])
     )
 

@@ -12,6 +12,7 @@ import fnmatch
 import os
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _stub import Host, StubExit, fail, main, sha256
@@ -50,11 +51,23 @@ def _k8s_minor(text: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+def _newest_patch(minor: str) -> int:
+    """The newest patch of `minor` that was released: the support calendar's (components/config/support.py, read
+    from kubernetes.io/releases), 5 for a minor it does not hold."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from components.config.support import KUBERNETES_MINORS
+
+    major, minor_number = (int(part) for part in minor.split("."))
+    known = [m.newest_patch for m in KUBERNETES_MINORS if m.minor == (major, minor_number)]
+    return int(known[0].rsplit(".", 1)[1]) if known else 5
+
+
 def _k8s_versions(host: Host, name: str, minor: str) -> list[str]:
-    """What the repository of `minor` offers of package `name`: x.y.0 to x.y.5, less the host's `repoLacks`
-    (["kubelet-1.35.0", ...]: a mirror or family whose repository misses a release)."""
+    """What the repository of `minor` offers of package `name`: each released patch (x.y.0 to the newest), less the
+    host's `repoLacks` (["kubelet-1.35.0", ...]: a mirror or family whose repository misses a release)."""
     lacks = set(host.settings.get("repoLacks") or [])
-    return [v for v in (f"{minor}.{patch}" for patch in range(6)) if f"{name}-{v}" not in lacks]
+    released = (f"{minor}.{patch}" for patch in range(_newest_patch(minor) + 1))
+    return [v for v in released if f"{name}-{v}" not in lacks]
 
 
 def _sources_hash() -> str:
