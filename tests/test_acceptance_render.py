@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from components.acceptance.spec import ISSUE_36_AI_CLUSTER_RUNTIME
+from components.config.derived import multi_node_fabric
 from components.config.spec import Spec
 from components.plan.engine import PreviewMocks
 from components.render import acceptance as render
@@ -140,7 +141,7 @@ def test_the_multi_node_all_reduce_is_a_train_job_gang_admitted_by_kueue(onprem:
     crd = chart_crd(*TRAINER, "trainer.kubeflow.org_trainingruntimes.yaml")
     assert custom_resource_errors(runtime, crd, "trainingruntimes") == []
     for group in groups:
-        job = render.train_job(onprem.acceptance, onprem.kueue, group, 1200)
+        job = render.train_job(onprem.acceptance, onprem.kueue, onprem.network, group, 1200)
         crd = chart_crd(*TRAINER, "trainer.kubeflow.org_trainjobs.yaml")
         assert custom_resource_errors(job, crd, "trainjobs") == [], group.name
         # Kueue's TrainJob integration admits the whole job or nothing: its queue label is the gang admission.
@@ -153,11 +154,37 @@ def test_the_multi_node_all_reduce_is_a_train_job_gang_admitted_by_kueue(onprem:
         assert [term["matchFields"] for term in terms] == [
             [{"key": "metadata.name", "operator": "In", "values": [node]}] for node in group.nodes
         ]
-    broken = render.train_job(onprem.acceptance, onprem.kueue, groups[0], 1200)
+    broken = render.train_job(onprem.acceptance, onprem.kueue, onprem.network, groups[0], 1200)
     broken["spec"]["trainer"]["numNode"] = 2
     assert custom_resource_errors(broken, crd, "trainjobs")
     for document in render.kueue_objects(onprem.kueue, onprem.nodes, onprem.acceptance):
         assert crd_errors(document, KUEUE_CRDS[document["kind"]]) == [], document["kind"]
+
+
+def test_with_rdma_the_all_reduce_holds_the_rdma_device_and_ipc_lock_and_is_judged_as_rdma() -> None:
+    values, secret = stack_values("onprem")
+    values = {**values, "network": {"rdma": {"enabled": True, "nics": {"ifNames": ["ibp24s0"]}}}}
+    spec = load_spec(values, secret)
+    group = render.node_groups(spec.nodes, spec.kueue)[0]
+    job = render.train_job(spec.acceptance, spec.kueue, spec.network, group, 1200)
+    limits = job["spec"]["trainer"]["resourcesPerNode"]["limits"]
+    assert limits == {"nvidia.com/gpu": "8", spec.network.rdma.resource_name: 1}
+    patch = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    pod = patch["template"]["spec"]["template"]["spec"]
+    assert pod["containers"] == [{"name": "node", "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}]
+    assert custom_resource_errors(job, chart_crd(*TRAINER, "trainer.kubeflow.org_trainjobs.yaml"), "trainjobs") == []
+    assert multi_node_fabric(spec) == "rdma"
+    floor = spec.acceptance.acceptance_spec().floor_for("all-reduce", "H100-SXM-80GB", "rdma")
+    assert floor is not None and floor.gbps == 100.0 and floor.fabric == "rdma"
+
+
+def test_without_rdma_the_all_reduce_has_no_default_floor_only_the_outlier_rule(onprem: Spec) -> None:
+    group = render.node_groups(onprem.nodes, onprem.kueue)[0]
+    job = render.train_job(onprem.acceptance, onprem.kueue, onprem.network, group, 1200)
+    assert job["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert multi_node_fabric(onprem) == "tcp"
+    # The on-prem example runs over TCP: the RDMA-era 100 GB/s would fail every rack; no upstream figure exists.
+    assert onprem.acceptance.acceptance_spec().floor_for("all-reduce", "H100-SXM-80GB", "tcp") is None
 
 
 def test_kueue_runs_the_trainjob_integration_the_gang_needs(onprem: Spec) -> None:
@@ -341,7 +368,7 @@ def test_a_stuck_node_fails_by_name_and_a_one_gpu_node_needs_no_nccl() -> None:
 
 
 def test_a_slow_group_fails_its_all_reduce_without_quarantining_a_node() -> None:
-    spec = fleet_spec(4)
+    spec = fleet_spec(4, fabric="rdma")
     plan = render.plan_tests(spec, None, {})
     stdout = step_stdout(spec, plan, {n: 360.0 for n in plan.records}, set())
     [group] = render.node_groups(spec.nodes, spec.kueue)

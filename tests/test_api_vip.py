@@ -249,3 +249,38 @@ def test_the_onprem_examples_commented_vip_is_valid() -> None:
     values = {**values, "cluster": {**cluster, "apiVip": vip}}
     spec = spec_from_values(values, lambda key: key in secret)
     assert kubeadm.api_endpoint(spec.cluster, spec.control_planes) == f"{vip['address'].split('/')[0]}:8443"
+
+
+@pytest.mark.parametrize("with_vip", [True, False])
+def test_with_a_vip_calico_and_the_kubelet_take_the_nodes_own_address(with_vip: bool) -> None:
+    """Calico's default IP autodetection (`firstFound`) can pick the keepalived VIP as a control plane's address
+    (projectcalico/calico #5094, #5346): with apiVip, the Installation reads the Node's InternalIP, which the kubelet
+    registers as the node's own address."""
+    from components.render.cni import cni_release
+
+    from .upstream import UPSTREAM, custom_resource_errors
+
+    values = ha_values()
+    if not with_vip:
+        values["cluster"] = {"mode": "kubeadm", "name": "lab", "controlPlaneEndpoint": "198.18.7.200"}
+    spec = parse(values)
+    network = cni_release(spec.cluster).values["installation"]["calicoNetwork"]
+    assert ("nodeAddressAutodetectionV4" in network) == with_vip
+    if with_vip:
+        assert network["nodeAddressAutodetectionV4"] == {"kubernetes": "NodeInternalIP"}
+    crd_path = (
+        UPSTREAM / "charts" / "tigera-operator" / "v3.30.3" / "crds" / "operator.tigera.io_installations_crd.yaml"
+    )
+    installation = {
+        "apiVersion": "operator.tigera.io/v1",
+        "kind": "Installation",
+        "metadata": {"name": "default"},
+        "spec": {"calicoNetwork": network},
+    }
+    assert custom_resource_errors(installation, yaml.safe_load(crd_path.read_text()), "installations") == []
+    for node in spec.nodes:
+        registration = kubeadm.node_registration(
+            spec.kueue, spec.nodes, node, pin_node_ip=spec.cluster.api_vip is not None
+        )
+        pinned = [a["value"] for a in registration.get("kubeletExtraArgs", []) if a["name"] == "node-ip"]
+        assert pinned == ([node.host] if with_vip else []), node.name

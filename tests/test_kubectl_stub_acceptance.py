@@ -9,6 +9,7 @@ import copy
 import importlib
 import io
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 
 from components.acceptance.nccl import parse_all_reduce
 
+from .conftest import PROJECT
 from .fleet.stubs import acceptance_objects as ao
 
 STUBS = Path(__file__).parent / "fleet" / "stubs"
@@ -607,7 +609,8 @@ def test_all_reduce_asking_for_more_gpus_than_the_container_has_is_an_error() ->
 
 # ---- TrainJob ---------------------------------------------------------------------------------------------------
 
-LAUNCHER = f"{ao.TRAINJOB_NAME_LABEL}=all-reduce-h100,{ao.REPLICATED_JOB_LABEL}=launcher"
+JOBSET_KEYS = Path(__file__).parent / "fixtures" / "upstream-excerpts" / "jobset-v0.12.0-jobset_types.go.txt"
+LAUNCHER = f"{ao.JOBSET_NAME_LABEL}=all-reduce-h100,{ao.REPLICATED_JOB_LABEL}=launcher"
 
 
 def test_a_train_job_across_two_nodes_completes_and_its_launcher_reports_the_slower_node() -> None:
@@ -623,6 +626,46 @@ def test_a_train_job_across_two_nodes_completes_and_its_launcher_reports_the_slo
     # kubectl logs -l prints the last 10 lines unless --tail says otherwise.
     tail, _ = ao.launcher_logs(cluster, NS, LAUNCHER, "node", tail=10, now=NOW)
     assert tail.splitlines() == out.splitlines()[-10:]
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        # Trainer v2.3.0 sets no such pod label (issue 47): the script's old selector, which read nothing.
+        "trainer.kubeflow.org/trainjob-name=all-reduce-h100,jobset.sigs.k8s.io/replicatedjob-name=launcher",
+        f"{ao.JOBSET_NAME_LABEL}=all-reduce-other,{ao.REPLICATED_JOB_LABEL}=launcher",
+        f"{ao.JOBSET_NAME_LABEL}=all-reduce-h100,{ao.REPLICATED_JOB_LABEL}=worker",
+    ],
+)
+def test_a_selector_with_labels_no_controller_sets_finds_no_pod_and_exits_zero(selector: str) -> None:
+    cluster = ready(with_kueue=True)
+    apply(cluster, train_job())
+    assert conditions(cluster, "TrainJob", "all-reduce-h100") == "Complete"
+    assert ao.launcher_logs(cluster, NS, selector, "node", tail=-1, now=NOW) == (
+        "",
+        f"No resources found in {NS} namespace.\n",
+    )
+
+
+def test_the_stubs_pod_labels_are_the_ones_jobset_sets() -> None:
+    """Held to kubernetes-sigs/jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go (the keys) and Trainer v2.3.0
+    (the JobSet carries the TrainJob's name): the stub never labels a pod with a key the controllers lack."""
+    labels = ao._pod_labels("all-reduce-h100", "launcher")
+    assert labels == {
+        "jobset.sigs.k8s.io/jobset-name": "all-reduce-h100",
+        "jobset.sigs.k8s.io/replicatedjob-name": "launcher",
+        "jobset.sigs.k8s.io/job-index": "0",
+    }
+    assert not [key for key in labels if key.startswith("trainer.kubeflow.org/")]
+    upstream = set(re.findall(r'string = "([^"]+)"', JOBSET_KEYS.read_text()))
+    assert set(labels) <= upstream, set(labels) - upstream
+    # And the acceptance step selects the launcher's pod by those keys only.
+    script = (PROJECT / "components" / "scripts" / "acceptance.sh").read_text()
+    selectors = re.findall(r'logs \\\n\s*-l "([^"]+)"', script)
+    assert selectors, "the acceptance step reads no launcher log by label"
+    for selector in selectors:
+        keys = {pair.split("=", 1)[0] for pair in selector.split(",")}
+        assert keys <= upstream, keys - upstream
 
 
 def test_a_train_job_whose_nodes_are_pending_has_no_launcher_pod() -> None:
@@ -653,6 +696,28 @@ def test_runtime_patches_replace_the_node_pods_tolerations() -> None:
     cluster["nodes"]["cp-1"]["labels"][MODEL_LABEL] = "H100-SXM-80GB"
     apply(cluster, patched)
     assert conditions(cluster, "TrainJob", "all-reduce-h100") == "Complete"
+
+
+def test_a_runtime_patch_of_a_container_merges_into_the_runtimes_container_of_that_name() -> None:
+    cluster = ready(with_kueue=True)
+    patched = train_job()
+    container = {"name": "node", "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}
+    patch = {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [container]}}}}}
+    patched["spec"]["runtimePatches"] = [
+        {
+            "manager": "mlcluster.io/acceptance",
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [patch]}}},
+        }
+    ]
+    apply(cluster, patched)
+    assert conditions(cluster, "TrainJob", "all-reduce-h100") == "Complete"
+    runtime = ao._runtime_of(cluster, patched)[1]
+    pod = ao._patched_pod(patched, runtime, "node")
+    assert pod is not None
+    [node] = [c for c in pod["containers"] if c["name"] == "node"]
+    assert node["securityContext"] == container["securityContext"] and node.get("image"), node
+    out, _ = ao.launcher_logs(cluster, NS, LAUNCHER, "node", tail=-1, now=NOW)
+    assert parse_all_reduce(out).largest_size_busbw_gbps > 0, out[:200]
 
 
 def test_pinning_a_train_jobs_pods_with_several_field_values_is_refused_by_the_api_server() -> None:

@@ -453,3 +453,13 @@ def test_the_program_installs_the_operator_after_the_gpu_operator_only_when_aske
     assert gpu.raw_inputs["values"]["driver"]["rdma"] == {"enabled": True, "useHostMofed": True}
     off = run_stack("onprem")
     assert not [r for r in off.resources if r.type == "mlcluster:network:NetworkOperator"]
+
+
+def test_roce_is_refused_by_its_key_with_the_reason() -> None:
+    """InfiniBand only: a RoCE pod needs a secondary network beside the RDMA device (the pinned Network Operator
+    ships the MacvlanNetwork CRD for it), which the stack does not create."""
+    assert (chart_path(*CHART) / "crds" / "mellanox.com_macvlannetworks.yaml").is_file()
+    refused = errors_of(rdma_values({"linkType": "roce"}))
+    assert [e.split(": ", 1)[0] for e in refused] == ["mlcluster:network.rdma.linkType"], refused
+    assert "secondary network" in refused[0] and "MacvlanNetwork" in refused[0]
+    assert parse(rdma_values({"linkType": "infiniband"})).network.rdma.link_type == "infiniband"

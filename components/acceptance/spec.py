@@ -62,6 +62,9 @@ ISSUE_36_AI_CLUSTER_RUNTIME = (
     " upstream page yet: confirm before relying on it)"
 )
 
+RDMA_FABRICS = ("rdma", "infiniband", "roce")
+"""Fabric names of an RDMA all-reduce: `rdma` is the default with network.rdma on; a stack may name the kind."""
+
 DEFAULT_FLOORS: tuple[BandwidthFloor, ...] = (
     BandwidthFloor(
         "loopback",
@@ -75,10 +78,16 @@ DEFAULT_FLOORS: tuple[BandwidthFloor, ...] = (
         NVSENTINEL_PREFLIGHT + "preflight-nccl-loopback, 'set to approx 15 GB/s for PCIe interconnect'",
         fabric="pcie",
     ),
-    BandwidthFloor(
-        "all-reduce",
-        100.0,
-        NVSENTINEL_PREFLIGHT + "preflight-nccl-allreduce, BW_THRESHOLD_GBPS default 100 (at 4G messages)",
+    # An RDMA fabric only: NVSentinel's multi-node preflight runs over InfiniBand/RoCE. Over TCP (no RDMA) no
+    # upstream figure exists; the outlier rule still fails the slow group, and a stack can set its own floor.
+    *(
+        BandwidthFloor(
+            "all-reduce",
+            100.0,
+            NVSENTINEL_PREFLIGHT + "preflight-nccl-allreduce, BW_THRESHOLD_GBPS default 100 (at 4G messages)",
+            fabric=fabric,
+        )
+        for fabric in RDMA_FABRICS
     ),
     BandwidthFloor("all-reduce", 300.0, ISSUE_36_AI_CLUSTER_RUNTIME + ": H100 on EKS ≥ 300 GB/s", "H100", "eks"),
     BandwidthFloor("all-reduce", 250.0, ISSUE_36_AI_CLUSTER_RUNTIME + ": H100 on GKE ≥ 250 GB/s", "H100", "gke"),

@@ -104,6 +104,12 @@ class RdmaSpec:
         " (no per-pod isolation, nothing to prepare on the NICs). `sriov`: the SR-IOV device plugin advertises the"
         " NICs' virtual functions, one per pod (the VFs must exist: created by the site).",
     )
+    link_type: Literal["infiniband", "roce"] = setting(
+        "infiniband",
+        doc="The RDMA fabric: `infiniband`. `roce` (RDMA over Ethernet) is refused: the shared device plugin's RoCE"
+        " setups (NVIDIA's and Red Hat's examples) give each pod a secondary network (a MacvlanNetwork or SR-IOV"
+        " network through Multus) that mlcluster does not create yet.",
+    )
     nics: NicSelectorSpec = setting(
         default_factory=NicSelectorSpec, doc="Which NICs carry RDMA, on every node that has them."
     )
@@ -135,6 +141,14 @@ class RdmaSpec:
     def validate(self, path: str, problems: Problems) -> None:
         if not self.enabled:
             return
+        if self.link_type == "roce":
+            problems.error(
+                join_path(path, "linkType"),
+                "roce is not supported yet: RoCE pods need a secondary network (the Network Operator's"
+                " MacvlanNetwork or an SR-IOV network through Multus) beside the RDMA device, which mlcluster does not"
+                " create; without it NCCL finds no RoCE address and falls back to sockets. Use InfiniBand, or bring"
+                " the secondary network and the training pods' network annotations yourself (rdma.enabled: false)",
+            )
         nics = join_path(path, "nics")
         if not self.nics.declared:
             problems.error(
@@ -152,4 +166,4 @@ class RdmaSpec:
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    rdma: RdmaSpec = setting(default_factory=RdmaSpec, doc="RDMA (InfiniBand or RoCE) for multi-node training.")
+    rdma: RdmaSpec = setting(default_factory=RdmaSpec, doc="RDMA (InfiniBand) for multi-node training.")

@@ -29,8 +29,10 @@ from ..config.acceptance import AcceptanceSettings, loopback_fabric
 from ..config.derived import multi_node_fabric, node_taints, tested_nodes
 from ..config.gpu import GpuOperatorSpec
 from ..config.kueue import CPU_FLAVOR, KueueSpec, flavor_name
+from ..config.network import NetworkSpec
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
+from .network import rdma_device, rdma_security_context
 from .shell import NodeStep, rendered_step
 from .yaml_text import dump_all
 
@@ -267,8 +269,14 @@ def node_groups(nodes: tuple[NodeSpec, ...], kueue: KueueSpec) -> tuple[NodeGrou
 
 
 def train_job(
-    acceptance: AcceptanceSettings, kueue: KueueSpec, group: NodeGroup, wave_timeout_seconds: int
+    acceptance: AcceptanceSettings,
+    kueue: KueueSpec,
+    network: NetworkSpec,
+    group: NodeGroup,
+    wave_timeout_seconds: int,
 ) -> dict[str, Any]:
+    """The all-reduce across one group's nodes; with network.rdma on, over the fabric it is judged for: each node
+    pod holds the RDMA device and IPC_LOCK, as a training pod does, so NCCL does not fall back to sockets."""
     ranks = len(group.nodes) * group.gpus_per_node
     mpirun = [
         "mpirun",
@@ -289,10 +297,11 @@ def train_job(
         "-c",
         "1",
     ]
-    node_patch = {
-        "name": "node",
-        "template": {"spec": {"template": {"spec": {"affinity": _pinned_to(group.nodes)}}}},
-    }
+    pod_patch: dict[str, Any] = {"affinity": _pinned_to(group.nodes)}
+    if network.rdma.enabled:
+        # runtimePatches' containers are a list-map keyed by name (the TrainJob CRD): this merges into `node`.
+        pod_patch["containers"] = [{"name": "node", **rdma_security_context(network)}]
+    node_patch = {"name": "node", "template": {"spec": {"template": {"spec": pod_patch}}}}
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -308,7 +317,7 @@ def train_job(
             "trainer": {
                 "numNodes": len(group.nodes),
                 "command": mpirun,
-                "resourcesPerNode": {"limits": {"nvidia.com/gpu": str(group.gpus_per_node)}},
+                "resourcesPerNode": {"limits": {"nvidia.com/gpu": str(group.gpus_per_node), **rdma_device(network)}},
             },
             "runtimePatches": [
                 {
@@ -530,7 +539,10 @@ def step_input(spec: Spec, plan: Plan) -> str:
         record = hashlib.sha256("\n".join(plan.records[n] for n in group.nodes).encode()).hexdigest()[:16]
         index.append(f"{group.name} {record} {','.join(group.nodes)}\n")
         sections.append(
-            (f"group-{group.name}.yaml", dump_all([train_job(spec.acceptance, spec.kueue, group, timeout)]))
+            (
+                f"group-{group.name}.yaml",
+                dump_all([train_job(spec.acceptance, spec.kueue, spec.network, group, timeout)]),
+            )
         )
     sections.append(("groups", "".join(index)))
     return "".join(

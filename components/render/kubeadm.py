@@ -39,7 +39,11 @@ def registered_labels(kueue: KueueSpec, node: NodeSpec) -> dict[str, str]:
     return {**node_labels(node), **topology_labels(kueue.topology, node)}
 
 
-def node_registration(kueue: KueueSpec, nodes: tuple[NodeSpec, ...], node: NodeSpec) -> dict[str, Any]:
+def node_registration(
+    kueue: KueueSpec, nodes: tuple[NodeSpec, ...], node: NodeSpec, *, pin_node_ip: bool = False
+) -> dict[str, Any]:
+    """`pin_node_ip`: the kubelet registers the node's own address as its InternalIP (with cluster.apiVip, a control
+    plane also holds the VIP, which the kubelet's own detection could pick)."""
     registration: dict[str, Any] = {
         "name": node.name,
         "criSocket": CRI_SOCKET,
@@ -47,10 +51,13 @@ def node_registration(kueue: KueueSpec, nodes: tuple[NodeSpec, ...], node: NodeS
         "taints": [checks.parse_taint(t) for t in node_taints(nodes, node)],
     }
     labels = registered_labels(kueue, node)
+    arguments = []
     if labels:
-        registration["kubeletExtraArgs"] = [
-            {"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
-        ]
+        arguments.append({"name": "node-labels", "value": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))})
+    if pin_node_ip and formats.is_ip(node.host):
+        arguments.append({"name": "node-ip", "value": node.host})
+    if arguments:
+        registration["kubeletExtraArgs"] = arguments
     return registration
 
 
@@ -101,7 +108,9 @@ def init_documents(spec: Spec, node: NodeSpec) -> list[dict[str, Any]]:
         "apiVersion": API_VERSION,
         "kind": "InitConfiguration",
         "localAPIEndpoint": _local_endpoint(node),
-        "nodeRegistration": node_registration(spec.kueue, spec.nodes, node),
+        "nodeRegistration": node_registration(
+            spec.kueue, spec.nodes, node, pin_node_ip=spec.cluster.api_vip is not None
+        ),
     }
     kubelet = kubelet_configuration(spec.kubelet, parse_minor(spec.kubernetes_version))
     return [init, cluster_configuration(spec.cluster, spec.control_planes, spec.kubernetes_version), kubelet]
@@ -122,7 +131,9 @@ def join_document(spec: Spec, node: NodeSpec) -> dict[str, Any]:
                 "caCertHashes": [CA_HASH_PLACEHOLDER],
             }
         },
-        "nodeRegistration": node_registration(spec.kueue, spec.nodes, node),
+        "nodeRegistration": node_registration(
+            spec.kueue, spec.nodes, node, pin_node_ip=spec.cluster.api_vip is not None
+        ),
     }
     if node.is_control_plane:
         join["controlPlane"] = {

@@ -175,13 +175,22 @@ def rdma_requested(network: NetworkSpec, workloads: WorkloadsSpec) -> bool:
     return network.rdma.enabled and workloads.training.num_nodes > 1
 
 
+def rdma_device(network: NetworkSpec) -> dict[str, int]:
+    """The RDMA device a pod that talks over the fabric requests (as a limit: devices are never overcommitted)."""
+    return {network.rdma.resource_name: 1} if network.rdma.enabled else {}
+
+
+def rdma_security_context(network: NetworkSpec) -> dict[str, Any]:
+    """What a container that talks over RDMA needs beside the device: IPC_LOCK to pin the memory it registers (every
+    RDMA pod of the Network Operator's examples adds it: Mellanox/network-operator example/rdma-test-pod1.yml)."""
+    return {"securityContext": {"capabilities": {"add": [IPC_LOCK]}}} if network.rdma.enabled else {}
+
+
 def rdma_limits(network: NetworkSpec, workloads: WorkloadsSpec) -> dict[str, int]:
-    """The RDMA device a multi-node training pod requests (as a limit: devices are never overcommitted)."""
-    return {network.rdma.resource_name: 1} if rdma_requested(network, workloads) else {}
+    """The RDMA device a multi-node training pod requests."""
+    return rdma_device(network) if rdma_requested(network, workloads) else {}
 
 
 def rdma_container_patch(network: NetworkSpec, workloads: WorkloadsSpec) -> dict[str, Any]:
-    """What a multi-node training container needs beside the device: IPC_LOCK to pin the memory it registers."""
-    if not rdma_requested(network, workloads):
-        return {}
-    return {"securityContext": {"capabilities": {"add": [IPC_LOCK]}}}
+    """What a multi-node training container needs beside the device."""
+    return rdma_security_context(network) if rdma_requested(network, workloads) else {}

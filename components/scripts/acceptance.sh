@@ -178,10 +178,16 @@ while read -r group record members; do
   status='done'
   [ -n "$state" ] && [ "$state" != DeadlineExceeded ] || status=stuck
   : >"$work/launcher"
-  "${KUBECTL[@]}" -n "$NAMESPACE" logs \
-    -l "trainer.kubeflow.org/trainjob-name=$job,jobset.sigs.k8s.io/replicatedjob-name=launcher" \
-    -c node --tail=-1 >"$work/launcher" 2>"$work/log-error" ||
+  # Trainer runs a TrainJob as a JobSet of the same name; JobSet labels the pods it creates with the JobSet's and
+  # the replicated job's names (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go). A selector that
+  # matches no pod is no error to kubectl (exit 0, "No resources found" on stderr): an empty log is checked too.
+  if ! "${KUBECTL[@]}" -n "$NAMESPACE" logs \
+    -l "jobset.sigs.k8s.io/jobset-name=$job,jobset.sigs.k8s.io/replicatedjob-name=launcher" \
+    -c node --tail=-1 >"$work/launcher" 2>"$work/log-error"; then
     no_log "group $group" launcher "$state"
+  elif [ ! -s "$work/launcher" ] && grep -q '^No resources found' "$work/log-error"; then
+    no_log "group $group" launcher "$state"
+  fi
   pack "$work/launcher" >"$dir/out.b64"
   printf '%s\n' "$status" >"$dir/status"
   printf '%s\n' "$record" >"$dir/record"

@@ -47,8 +47,15 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 NODES_ANNOTATION = "mlcluster.io/acceptance-nodes"
-TRAINJOB_NAME_LABEL = "trainer.kubeflow.org/trainjob-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+"""What JobSet v0.12.0 puts on every Job it creates and on that Job's pod template (kubernetes-sigs/jobset
+api/jobset/v1alpha2/jobset_types.go: JobSetNameKey, ReplicatedJobNameKey, JobIndexKey; set by
+pkg/controllers/jobset_controller.go labelAndAnnotateObject, called for the Job and for job.Spec.Template). Kubeflow
+Trainer v2.3.0 names the JobSet after the TrainJob (pkg/runtime/framework/plugins/jobset/jobset.go:
+JobSet(trainJob.Name, trainJob.Namespace)) and sets no pod label of its own (its trainjob-ancestor-step label sits
+on the Job template only): a pod of a TrainJob is found by these labels, never by a `trainer.kubeflow.org/...` one."""
 GPU = "nvidia.com/gpu"
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -1160,7 +1167,8 @@ def _conditions_train_job(state: str, kueue: bool, reason: str = "") -> list[dic
 
 def _patched_pod(train_job: dict[str, Any], runtime: dict[str, Any], rjob_name: str) -> dict[str, Any] | None:
     """A replicatedJob's pod spec after the TrainJob's runtimePatches (lists such as tolerations are replaced whole,
-    maps such as nodeSelector merged) and, for the node replicatedJob, the trainer's resourcesPerNode."""
+    containers merged by name, maps such as nodeSelector merged) and, for the node replicatedJob, the trainer's
+    resourcesPerNode."""
     rjob = next(
         (r for r in _get(runtime, "spec", "template", "spec", "replicatedJobs") or [] if r.get("name") == rjob_name),
         None,
@@ -1176,6 +1184,13 @@ def _patched_pod(train_job: dict[str, Any], runtime: dict[str, Any], rjob_name: 
             for field, value in spec.items():
                 if isinstance(value, dict) and field == "nodeSelector":
                     pod[field] = {**(pod.get(field) or {}), **value}
+                elif field in ("containers", "initContainers"):
+                    # A list-map keyed by name in the TrainJob CRD's runtimePatches (x-kubernetes-list-map-keys:
+                    # [name]): server-side apply merges each patched container into the runtime's of that name.
+                    merged = {c.get("name"): copy.deepcopy(c) for c in pod.get(field) or []}
+                    for container in value:
+                        merged[container.get("name")] = {**merged.get(container.get("name"), {}), **container}
+                    pod[field] = list(merged.values())
                 else:
                     pod[field] = copy.deepcopy(value)
     pod.setdefault("restartPolicy", "OnFailure")  # JobSet's defaulting
@@ -1618,25 +1633,39 @@ def parse_selector(selector: str) -> dict[str, str]:
     return pairs
 
 
+def _pod_labels(train_job_name: str, rjob_name: str) -> dict[str, str]:
+    """The JobSet labels the first pod of a TrainJob's replicatedJob carries (see JOBSET_NAME_LABEL)."""
+    return {JOBSET_NAME_LABEL: train_job_name, REPLICATED_JOB_LABEL: rjob_name, JOB_INDEX_LABEL: "0"}
+
+
 def launcher_logs(
     cluster: dict[str, Any], namespace: str, selector: str, container: str | None, *, tail: int, now: float
 ) -> tuple[str, str]:
-    """`kubectl -n NS logs -l trainer.kubeflow.org/trainjob-name=NAME,jobset.sigs.k8s.io/replicatedjob-name=R -c C`:
-    (stdout, stderr). No pods (the TrainJob missing, suspended, its nodes pending or the JobSet gone) is kubectl's
-    "No resources found" and exit 0."""
+    """`kubectl -n NS logs -l SELECTOR -c C` over the pods of the namespace's TrainJobs: (stdout, stderr). A pod
+    matches when it carries every key=value of the selector among the labels JobSet really sets (_pod_labels); no
+    pod (a label no controller sets, the TrainJob missing, suspended, its nodes pending or the JobSet gone) is
+    kubectl's "No resources found in NS namespace." on stderr and exit 0 (kubernetes/kubectl pkg/cmd/logs/logs.go,
+    Complete: printed to ErrOut, no error returned)."""
     reconcile(cluster, now)
     labels = parse_selector(selector)
-    if set(labels) != {TRAINJOB_NAME_LABEL, REPLICATED_JOB_LABEL}:
-        raise ApiError(
-            f"error: the stub serves logs -l {TRAINJOB_NAME_LABEL}=NAME,{REPLICATED_JOB_LABEL}=NAME only, not"
-            f" {selector!r}"
-        )
     none = ("", f"No resources found in {namespace} namespace.\n")
-    name, rjob_name = labels[TRAINJOB_NAME_LABEL], labels[REPLICATED_JOB_LABEL]
-    key = object_key("TrainJob", namespace, name)
-    train_job = _objects(cluster).get(key)
+    prefix = object_key("TrainJob", namespace, "")
+    matched = [
+        (key, rjob_name)
+        for key in sorted(_objects(cluster))
+        if key.startswith(prefix)
+        for rjob_name in ("launcher", "node")
+        if all(_pod_labels(key[len(prefix) :], rjob_name).get(k) == v for k, v in labels.items())
+    ]
+    if not matched:
+        return none
+    if len(matched) > 1:
+        raise ApiError(f"error: stub: the selector {selector!r} matches the pods of {len(matched)} replicated jobs")
+    key, rjob_name = matched[0]
+    name = key[len(prefix) :]
+    train_job = _objects(cluster)[key]
     workload = _acceptance(cluster)["workloads"].get(key) or {}
-    if train_job is None or workload.get("state") not in ("Running", "Complete"):
+    if workload.get("state") not in ("Running", "Complete"):
         return none
     runtime = _runtime_of(cluster, train_job)[1]
     pod = _patched_pod(train_job, runtime, rjob_name) if runtime else None
