@@ -427,10 +427,69 @@ def summary(spec: Spec, text: str) -> str:
     return "\n".join(lines)
 
 
+FILL_IN = {
+    "platformVersion": "FILL IN: the version of your platform (not the version of Kubernetes it runs)",
+    "vendorName": "FILL IN: the legal entity certifying, exactly as listed under CNCF Members",
+    "websiteUrl": "FILL IN: the product information website",
+    "repoUrl": "FILL IN (optional): the primary repository, if the product is open source",
+    "documentationUrl": "FILL IN: the product documentation, where the docs/... evidence below is published",
+    "productLogoUrl": "FILL IN (optional): an SVG, AI or EPS logo that includes the product name",
+    "description": "FILL IN: one sentence describing the offering",
+    "contactEmailAddress": "FILL IN: an address that reaches the maintainers",
+    "k8sConformanceUrl": "FILL IN: the product's Kubernetes Conformance submission,"
+    " https://github.com/cncf/k8s-conformance/tree/master/v{minor}/<product>",
+}
+"""PRODUCT.yaml's metadata a person must fill (cncf/k8s-ai-conformance instructions.md, "PRODUCT.yaml"); the
+program fills kubernetesVersion and platformName, and leaves the checklist's ids, descriptions and levels as read."""
+
+
+def submission_files(spec: Spec, directory: Path, *, stack: str) -> dict[str, str]:
+    """The layout a pull request to cncf/k8s-ai-conformance holds, `v1.<minor>/<product>/PRODUCT.yaml` (the filled
+    checklist of the stack's minor with FILL IN markers where only a person can answer), and EVIDENCE.md: which
+    evidence comes from the configuration and what a running cluster must add."""
+    minor = stack_minor(spec)
+    product = f"mlcluster-{stack}".lower()
+    document = yaml.safe_load(pack_files(spec, directory, stack=stack)[f"ai-conformance-v1.{minor}.yaml"])
+    metadata = document["metadata"]
+    for key in metadata:
+        if key in FILL_IN:
+            metadata[key] = FILL_IN[key].format(minor=f"1.{minor}")
+    rows = [
+        "| id | level | status | evidence from the configuration (in PRODUCT.yaml) | what a running cluster must add |",
+        "|---|---|---|---|---|",
+    ]
+    for items in document["spec"].values():
+        for item in items:
+            shown = "; ".join(item["evidence"]).replace("|", "\\|") or "-"
+            needed = (
+                "the outputs that show it working on the cluster, published as URLs (e.g. the acceptance report"
+                " ConfigMap, `kubectl get` of the objects named)"
+                if item["level"] == "MUST" and item["status"] in (IMPLEMENTED, PARTIALLY)
+                else "-"
+            )
+            rows.append(f"| {item['id']} | {item['level']} | {item['status'] or '-'} | {shown} | {needed} |")
+    base = f"submission/v1.{minor}/{product}"
+    guide = (
+        f"# AI conformance submission of stack {stack} (Kubernetes 1.{minor})\n\n"
+        "`PRODUCT.yaml` is the checklist of this Kubernetes minor (cncf/k8s-ai-conformance, docs/) filled from the"
+        " stack's configuration: ids, descriptions and levels as upstream wrote them. Before a pull request:\n\n"
+        "1. Replace every `FILL IN` in `metadata` (vendorName must match the CNCF member name; k8sConformanceUrl"
+        " needs the product's Kubernetes Conformance submission first).\n"
+        "2. Evidence must be publicly reachable: publish the `docs/...` references under documentationUrl and"
+        " rewrite them as URLs.\n"
+        "3. Add, for every MUST, what only a running cluster shows (right-hand column below).\n\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+    return {f"{base}/PRODUCT.yaml": dump(document), f"{base}/EVIDENCE.md": guide}
+
+
 def write_pack(spec: Spec, out: Path, *, stack: str, directory: Path | None = None) -> dict[str, str]:
-    files = pack_files(spec, templates_dir(directory), stack=stack)
+    files = {**pack_files(spec, templates_dir(directory), stack=stack)}
+    files.update(submission_files(spec, templates_dir(directory), stack=stack))
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text)
     return files
 
@@ -462,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
     for item in lost_musts(spec):
         print(f"warning: mlcluster:{item.path}: gives up {item.requirement} ({item.why})", file=sys.stderr)
     for name, text in files.items():
-        print(summary(spec, text))
+        if name.startswith("ai-conformance-"):
+            print(summary(spec, text))
         print(f"wrote {out / name}\n")
     return 0
 

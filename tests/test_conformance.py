@@ -257,3 +257,36 @@ def test_gpu_operator_chart_renders_the_secure_access_env_into_the_cluster_polic
     assert CDI_STRATEGY in policy["spec"]["devicePlugin"]["env"]
     [crd] = [c for c in chart.crds if c["spec"]["names"]["kind"] == "ClusterPolicy"]
     assert custom_resource_errors(policy, crd, "ClusterPolicy CRD") == []
+
+
+def test_the_submission_is_product_yaml_in_its_version_folder_with_what_a_person_must_fill(tmp_path: Path) -> None:
+    """cncf/k8s-ai-conformance instructions.md: a pull request holds vX.Y/<dir>/PRODUCT.yaml with the metadata fields
+    of its table; the checklist's id, description and level unchanged."""
+    spec = SPECS["onprem"]()
+    files = conformance.submission_files(spec, TEMPLATES, stack="onprem")
+    assert sorted(files) == [
+        "submission/v1.35/mlcluster-onprem/EVIDENCE.md",
+        "submission/v1.35/mlcluster-onprem/PRODUCT.yaml",
+    ]
+    product = yaml.safe_load(files["submission/v1.35/mlcluster-onprem/PRODUCT.yaml"])
+    template = yaml.safe_load((TEMPLATES / "AIConformance-1.35.yaml").read_text())
+    assert list(product["metadata"]) == list(template["metadata"])
+    instructions = (TEMPLATES / "instructions.md").read_text()
+    for key, value in product["metadata"].items():
+        if key in ("kubernetesVersion", "platformName"):
+            continue
+        assert f"`{key}`" in instructions, key  # a field of the PRODUCT.yaml table
+        assert str(value).startswith("FILL IN"), (key, value)
+    assert product["metadata"]["kubernetesVersion"] == "v1.35"
+    for section, items in template["spec"].items():
+        mine = product["spec"][section]
+        assert [(i["id"], i["description"], i["level"]) for i in mine] == [
+            (i["id"], i["description"], i["level"]) for i in items
+        ]
+        assert all(i["status"] in STATUSES for i in mine)
+    guide = files["submission/v1.35/mlcluster-onprem/EVIDENCE.md"]
+    rows = [line for line in guide.splitlines() if line.startswith("| ") and not line.startswith("| id ")]
+    assert len(rows) == sum(len(items) for items in template["spec"].values())
+    assert all(row.count(" | ") == 4 for row in rows), [r for r in rows if r.count(" | ") != 4]
+    musts = [row for row in rows if " | MUST | Implemented | " in row]
+    assert musts and all("published as URLs" in row for row in musts)
