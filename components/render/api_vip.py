@@ -23,7 +23,17 @@ from .shell import NodeStep, rendered_step
 
 KEEPALIVED_CONF = "/etc/keepalived/keepalived.conf"
 HAPROXY_CFG = "/etc/haproxy/haproxy.cfg"
-CHECK_SCRIPT = "/etc/keepalived/mlcluster-check-api.sh"
+CHECK_SCRIPT_DIR = "/usr/libexec/keepalived"
+CHECK_SCRIPT = f"{CHECK_SCRIPT_DIR}/mlcluster-check-api.sh"
+"""Where SELinux lets keepalived run a check: its policy labels /usr/libexec/keepalived(/.*)?
+keepalived_unconfined_script_exec_t and transitions into it (fedora-selinux/selinux-policy keepalived.fc, .te);
+/etc/keepalived is etc_t, which keepalived_t may read but not execute."""
+LEGACY_CHECK_SCRIPT = "/etc/keepalived/mlcluster-check-api.sh"
+"""Where earlier releases wrote the check: removed once the new one is in place."""
+SELINUX_BOOLEANS = ("haproxy_connect_any",)
+"""haproxy_t may connect only to a few port types (http_port_t, http_cache_port_t, commplex, fmpro, rtp_media:
+selinux-policy rhcs.te); the API servers' 6443 is unreserved_port_t (corenetwork.te.in), so every backend would stay
+DOWN on an enforcing host unless this boolean lets haproxy connect to any port."""
 INTERFACE_PLACEHOLDER = "__MLCLUSTER_VIP_INTERFACE__"
 """keepalived.conf names the VIP's interface, found on the node unless `cluster.apiVip.interface` says it."""
 MARKER = "# mlcluster: cluster.apiVip"
@@ -160,6 +170,9 @@ def api_vip_step(cluster: ClusterSpec, control_planes: tuple[NodeSpec, ...], nod
             "KEEPALIVED_CONF": keepalived_conf(cluster, control_planes, node),
             "HAPROXY_CFG": haproxy_cfg(cluster, control_planes),
             "CHECK_SCRIPT": check_script(cluster),
+            "CHECK_SCRIPT_PATH": CHECK_SCRIPT,
+            "LEGACY_CHECK_SCRIPT": LEGACY_CHECK_SCRIPT,
+            "SELINUX_BOOLEANS": " ".join(SELINUX_BOOLEANS),
         },
     )
 

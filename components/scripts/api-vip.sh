@@ -4,14 +4,15 @@
 # Runs before kubeadm init / join: the VIP is the controlPlaneEndpoint every node and kubeconfig uses.
 set -euo pipefail
 : "${NODE_NAME:?}" "${VIP_ADDRESS:?}" "${VIP_PREFIX:?}" "${VIP_PORT:?}" "${FIRST_CONTROL_PLANE:?}"
-: "${INTERFACE_PLACEHOLDER:?}" "${KEEPALIVED_CONF:?}" "${HAPROXY_CFG:?}" "${CHECK_SCRIPT:?}"
+: "${INTERFACE_PLACEHOLDER:?}" "${KEEPALIVED_CONF:?}" "${HAPROXY_CFG:?}" "${CHECK_SCRIPT:?}" "${CHECK_SCRIPT_PATH:?}"
+: "${LEGACY_CHECK_SCRIPT:?}" "${SELINUX_BOOLEANS?}"
 VIP_INTERFACE=${VIP_INTERFACE:-}
 ENDPOINT_NAME=${ENDPOINT_NAME:-}
 VIP_WAIT_SECONDS=${VIP_WAIT_SECONDS:-60}
 detect_os
 keepalived_conf=/etc/keepalived/keepalived.conf
 haproxy_cfg=/etc/haproxy/haproxy.cfg
-check_script=/etc/keepalived/mlcluster-check-api.sh
+check_script=$CHECK_SCRIPT_PATH
 
 # The interface the VIP goes on: the one holding it now, the configured one, or the one whose subnet holds it (a
 # route without a gateway). A route through a gateway means the VIP is on no network this node is on.
@@ -71,6 +72,10 @@ else
 fi
 firewall_open "$VIP_PORT/tcp"
 firewall_allow_vrrp
+# SELinux (enforcing or permissive): haproxy may reach the API servers' port (components/render/api_vip.py).
+for boolean in $SELINUX_BOOLEANS; do
+  selinux_boolean_on "$boolean"
+done
 
 # Each file is checked by its own program before it replaces the one in use, so a bad file never stops a
 # running load balancer.
@@ -81,6 +86,8 @@ if write_if_changed "$check_script" "$CHECK_SCRIPT" 0755; then
 else
   ok "$check_script up to date"
 fi
+# keepalived may execute a check only where its policy labels scripts for it (the file's own label, not its path).
+selinux_relabel "${check_script%/*}"
 printf '%s\n' "$HAPROXY_CFG" >"$staged/haproxy.cfg"
 haproxy_check=$(haproxy -c -q -f "$staged/haproxy.cfg" 2>&1) || die "haproxy refuses the rendered config: $haproxy_check"
 printf '%s\n' "${KEEPALIVED_CONF//"$INTERFACE_PLACEHOLDER"/$interface}" >"$staged/keepalived.conf"
@@ -108,6 +115,10 @@ haproxy_text=$(cat "$staged/haproxy.cfg")
 keepalived_text=$(cat "$staged/keepalived.conf")
 apply_config haproxy "$haproxy_cfg" "$haproxy_text"
 apply_config keepalived "$keepalived_conf" "$keepalived_text"
+if [ "$LEGACY_CHECK_SCRIPT" != "$check_script" ] && [ -e "$LEGACY_CHECK_SCRIPT" ]; then
+  rm -f "$LEGACY_CHECK_SCRIPT"
+  changed "$LEGACY_CHECK_SCRIPT removed (the check lives in ${check_script%/*})"
+fi
 
 # The VIP answers when some control plane holds it and its haproxy accepts connections. Before the first
 # control plane's init no API server answers yet; the connection alone is what this step vouches for.

@@ -5,6 +5,28 @@
 set -euo pipefail
 : "${IMAGE_DISK_DEVICE?}" "${IMAGE_DISK_PATH?}" "${IMAGE_DISK_FILESYSTEM:?}" "${IMAGE_DISK_MOUNT:?}"
 
+# containerd's root must carry containerd's SELinux labels (container_var_lib_t, its snapshots container_file_t:
+# container-selinux container.fc) or containerd cannot create containers on an enforcing host. A new filesystem
+# has no labels, and a root elsewhere than /var/lib/containerd gets them through a file-context equivalence.
+containerd_labels() {
+  local root=$1 mode
+  mode=$(selinux_mode)
+  [ "$mode" != Disabled ] || return 0
+  if [ "$root" != /var/lib/containerd ]; then
+    command -v semanage >/dev/null 2>&1 ||
+      die "SELinux is on and containerd's root is $root: semanage (policycoreutils-python-utils) is needed to give it containerd's labels"
+    local equivalences
+    equivalences=$(semanage fcontext -l -C) || die "semanage fcontext -l -C failed: $equivalences"
+    if [[ $'\n'$equivalences$'\n' == *$'\n'"$root = /var/lib/containerd"$'\n'* ]]; then
+      ok "SELinux: $root is labelled as /var/lib/containerd"
+    else
+      run_long semanage fcontext -a -e /var/lib/containerd "$root" || die "semanage fcontext -a -e failed for $root"
+      changed "SELinux: $root labelled as /var/lib/containerd from now on"
+    fi
+  fi
+  selinux_relabel "$root"
+}
+
 if [ -n "$IMAGE_DISK_PATH" ]; then
   [ -d "$IMAGE_DISK_PATH" ] || die "image directory $IMAGE_DISK_PATH does not exist (mount the disk there first)"
   image_fs=$(stat -c %d "$IMAGE_DISK_PATH")
@@ -13,6 +35,7 @@ if [ -n "$IMAGE_DISK_PATH" ]; then
     printf 'warning: %s is on the same filesystem as /: images will fill the OS disk\n' "$IMAGE_DISK_PATH" >&2
   fi
   ok "image directory $IMAGE_DISK_PATH"
+  containerd_labels "$IMAGE_DISK_PATH"
   exit 0
 fi
 
@@ -83,3 +106,4 @@ else
   mount "$mount_point"
   changed "$device mounted on $mount_point"
 fi
+containerd_labels "$mount_point"

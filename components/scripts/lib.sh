@@ -264,6 +264,37 @@ selinux_mode() {
   esac
 }
 
+# An SELinux boolean on, for good (-P), where SELinux is on (enforcing or permissive: a host switched to enforcing
+# later keeps working). Check, then act.
+selinux_boolean_on() {
+  local name=$1 current mode
+  mode=$(selinux_mode)
+  [ "$mode" != Disabled ] || return 0
+  current=$(getsebool "$name") || die "getsebool $name failed: $current"
+  if [[ $current == *"--> on" ]]; then
+    ok "SELinux boolean $name on"
+  else
+    run_long setsebool -P "$name" 1 || die "setsebool -P $name 1 failed"
+    changed "SELinux boolean $name turned on"
+  fi
+}
+
+# Files under $1 get the labels the loaded policy's file contexts give them (new files inherit their directory's,
+# a new filesystem has none). restorecon -n reports what it would change: nothing to report, nothing to do.
+selinux_relabel() {
+  local path=$1 pending mode count
+  mode=$(selinux_mode)
+  [ "$mode" != Disabled ] || return 0
+  pending=$(restorecon -nRv "$path") || die "restorecon -nRv $path failed: $pending"
+  if [ -z "$pending" ]; then
+    ok "SELinux labels of $path as the policy gives them"
+  else
+    count=$(printf '%s\n' "$pending" | wc -l)
+    run_long restorecon -R "$path" || die "restorecon -R $path failed"
+    changed "SELinux labels of $path restored ($count path(s))"
+  fi
+}
+
 # Kubernetes packages ($2…: kubeadm, kubelet, kubectl) at version $1, past the DEB hold / RPM repository exclude
 # that keeps routine upgrades from moving them; callers hold them again (kube_packages_hold).
 kube_packages_install() {

@@ -218,6 +218,10 @@ STUB_FILES = {
     "firewall-cmd": "security.py",
     "ufw": "security.py",
     "getenforce": "security.py",
+    "getsebool": "selinux.py",
+    "setsebool": "selinux.py",
+    "restorecon": "selinux.py",
+    "semanage": "selinux.py",
 }
 OS_TOOLS = (
     "systemctl",
@@ -242,6 +246,10 @@ OS_TOOLS = (
     "firewall-cmd",
     "ufw",
     "getenforce",
+    "getsebool",
+    "setsebool",
+    "restorecon",
+    "semanage",
 )
 """On every host's PATH from the start (the other stubs appear when their package is installed)."""
 

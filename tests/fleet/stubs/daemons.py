@@ -76,6 +76,29 @@ def _log_tail(name: str) -> str:
         return ""
 
 
+def _as_policy_allows(host: Host, unit: str) -> list[str]:
+    """The unit's argv, its config seen through the host's SELinux policy (stubs/selinux.py): on an enforcing host
+    the daemon runs a copy of its config in which what the policy denies it fails as the denial would."""
+    import selinux
+
+    argv = list(REAL_UNITS[unit][1:])
+    if not selinux.enforcing(host):
+        return argv
+    config = Path(argv[argv.index("-f") + 1])
+    text = config.read_text()
+    if unit == "haproxy":
+        text, refused = selinux.haproxy_config_as_allowed(host, text)
+        if refused is not None:
+            raise fail(f"Job for haproxy.service failed because the main process exited: [ALERT] {refused}")
+    else:
+        text = selinux.keepalived_config_as_allowed(host, text)
+    seen = PIDS / f"{unit}.selinux.cfg"
+    PIDS.mkdir(parents=True, exist_ok=True)
+    seen.write_text(text)
+    argv[argv.index("-f") + 1] = str(seen)
+    return argv
+
+
 def start(host: Host, unit: str) -> None:
     if alive(unit):
         return
@@ -89,7 +112,7 @@ def start(host: Host, unit: str) -> None:
                 f"Job for {unit}.service failed because the control process exited with error code.\n"
                 f"{(check.stdout + check.stderr).strip()}"
             )
-    _spawn(unit, [str(binary), *REAL_UNITS[unit][1:]])
+    _spawn(unit, [str(binary), *_as_policy_allows(host, unit)])
     time.sleep(START_SECONDS)
     if not alive(unit):
         raise fail(f"Job for {unit}.service failed because the main process exited: {_log_tail(unit)}")
@@ -115,6 +138,7 @@ def reload(host: Host, unit: str) -> None:
         check = subprocess.run([str(binary), *PRE_START[unit][1:]], capture_output=True, text=True, check=False)
         if check.returncode != 0:
             raise fail(f"Job for {unit}.service failed: {(check.stdout + check.stderr).strip()}")
+    _as_policy_allows(host, unit)  # the copy an enforcing host's daemon re-reads
     os.kill(pid, RELOAD_SIGNAL[unit])
 
 
