@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from components.acceptance.nccl import parse_all_reduce
+from components.render import acceptance as render
 
 from .conftest import PROJECT
 from .fleet.stubs import acceptance_objects as ao
@@ -1041,3 +1042,47 @@ def test_logs_of_a_job_that_never_started(cli: Cli) -> None:
         cli.write("deploy.yaml", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}}),
     )
     assert rc == 1 and 'no matches for kind "Deployment" in version "apps/v1"' in err
+
+
+NGC_PYTORCH = "nvcr.io/nvidia/pytorch:26.01-py3"
+
+
+@pytest.mark.parametrize(
+    ("command", "completes"),
+    [
+        ("exec /usr/sbin/sshd -De -p 2222", False),  # the image has no sshd (NVIDIA/cloudai#720): crash-loop
+        (render.SSHD_COMMAND, True),  # installs openssh-server first, as NVIDIA's CRE and cloudai do
+    ],
+)
+def test_the_ngc_pytorch_image_runs_sshd_only_once_a_node_pod_installs_it(command: str, completes: bool) -> None:
+    cluster = ready(with_kueue=True)
+    patched = runtime()
+    for rjob in patched["spec"]["template"]["spec"]["replicatedJobs"]:
+        for container in rjob["template"]["spec"]["template"]["spec"]["containers"]:
+            container["image"] = NGC_PYTORCH
+            if rjob["name"] == "node":
+                container["command"] = ["/bin/sh", "-c", command]
+    apply(cluster, patched)
+    apply(cluster, train_job())
+    assert (conditions(cluster, "TrainJob", "all-reduce-h100") == "Complete") == completes
+
+
+def test_the_rendered_mpi_test_uses_only_what_the_ngc_pytorch_image_ships_or_installs() -> None:
+    from components.config.load import spec_from_values
+
+    from .rendered_stack import stack_values
+
+    values, secret = stack_values("onprem")
+    spec = spec_from_values(values, lambda key: key in secret)
+    rendered = render.training_runtime(spec.acceptance, spec.nodes)
+    group = render.node_groups(spec.nodes, spec.kueue)[0]
+    job = render.train_job(spec.acceptance, spec.kueue, spec.network, group, 1200)
+    for rjob_name in ("node", "launcher"):
+        pod = ao._patched_pod(job, rendered, rjob_name)
+        assert pod is not None and pod["containers"][0]["image"] == NGC_PYTORCH
+        assert ao._image_problem(pod, "node") is None, rjob_name
+    launcher = ao._patched_pod(job, rendered, "launcher")
+    assert launcher is not None
+    node = dict(launcher["containers"][0], command=job["spec"]["trainer"]["command"])
+    assert ao._image_problem({"containers": [node]}, "node") is None
+    assert {render.MPIRUN, render.ALL_REDUCE} <= ao.NGC_PYTORCH_BINARIES

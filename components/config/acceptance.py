@@ -24,9 +24,11 @@ from .schema import Problems, join_path, setting
 DEFAULT_DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
 """The DCGM the pinned GPU Operator chart runs (its values' dcgm.version; tests/test_acceptance_render.py keeps the
 two together): `dcgmi` and `nv-hostengine` of the same release as the exporter the dashboards read."""
-DEFAULT_NCCL_TESTS_IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3"
-"""NVIDIA's PyTorch container: its CUDA base ships nccl-tests (`all_reduce_perf`, `all_reduce_perf_mpi`) and
-Open MPI, the two things the tests run."""
+DEFAULT_NCCL_TESTS_IMAGE = "nvcr.io/nvidia/pytorch:26.01-py3"
+"""NVIDIA's PyTorch container, the one NVIDIA's own Kubernetes NCCL test uses (Cluster Readiness Engine,
+nccl-all-reduce): nccl-tests built with MPI under /usr/local/bin (Run:ai's nccl-tests tutorial: 26.01-py3 "ships with
+the NCCL test binaries pre-built under /usr/local/bin/") and Open MPI under /usr/local/mpi. It ships no sshd
+(NVIDIA/cloudai#720): the node pods install openssh-server when they start (render/acceptance.py)."""
 
 NVLINK_MODELS = ("A100", "H100", "H200", "H800", "B100", "B200", "B300", "GB200", "GB300", "V100")
 """GPU model names (as `nodes[].gpu.model` starts) that come as SXM boards on an NVLink/NVSwitch baseboard; a name
@@ -119,7 +121,9 @@ class AcceptanceSettings:
     dcgm_image: str = setting(DEFAULT_DCGM_IMAGE, doc="Image with dcgmi and nv-hostengine.", check=image_reference)
     nccl_tests_image: str = setting(
         DEFAULT_NCCL_TESTS_IMAGE,
-        doc="Image with nccl-tests' all_reduce_perf (and all_reduce_perf_mpi, Open MPI, sshd for multi-node).",
+        doc="Image with nccl-tests under /usr/local/bin (all_reduce_perf; all_reduce_perf_mpi and Open MPI under"
+        " /usr/local/mpi for multi-node), as NVIDIA's PyTorch container has them. Its node pods install"
+        " openssh-server when the image has no sshd (the pod then needs a package mirror).",
         check=image_reference,
     )
 

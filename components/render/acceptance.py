@@ -47,6 +47,24 @@ NODES_ANNOTATION = "mlcluster.io/acceptance-nodes"
 APP_LABEL = {"app.kubernetes.io/name": "mlcluster-acceptance"}
 NODE_PLACEHOLDER, JOB_PLACEHOLDER, GPUS_PLACEHOLDER = "@NODE@", "@JOB@", "@GPUS@"
 SSH_PORT = 2222
+SSHD_COMMAND = (
+    "set -e; "
+    "if ! test -x /usr/sbin/sshd; then apt-get update -qq && apt-get install -y -qq --no-install-recommends"
+    " openssh-server; fi; "
+    "mkdir -p /run/sshd && ssh-keygen -A && "
+    f"exec /usr/sbin/sshd -De -p {SSH_PORT} -o StrictModes=no"
+)
+"""The node pods' sshd, as NVIDIA's own MPI NCCL tests start it in the NGC PyTorch image, which has none (CRE's
+nccl-all-reduce entry and cloudai install openssh-server first): host keys generated, StrictModes off for the key
+files Trainer's MPI plugin mounts with its own modes (as mpi-operator's base image sets it). The install needs the
+distribution's package mirror from the pod (an air-gapped site: an image with sshd, acceptance.ncclTestsImage)."""
+MPIRUN = "/usr/local/mpi/bin/mpirun"
+ALL_REDUCE = "/usr/local/bin/all_reduce_perf_mpi"
+SSH_CLIENT_OPTIONS = (
+    f"-p {SSH_PORT} -o ConnectionAttempts=10 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+)
+"""How mpirun's ssh reaches the node pods: their port; host keys generated at start, so none is known beforehand
+(mpi-operator's base image sets StrictHostKeyChecking no; ConnectionAttempts as Trainer's MPI plugin sets it)."""
 NCCL_SIZES = ["-b", "8", "-e", "8G", "-f", "2"]
 """8 B to 8 GiB, doubling: the verdict reads the largest size (bandwidth), the small ones show latency."""
 OUTPUT_PREFIX = "mlcluster-acceptance: "
@@ -164,7 +182,7 @@ def training_runtime(acceptance: AcceptanceSettings, nodes: tuple[NodeSpec, ...]
     sshd on every node, a launcher that runs mpirun once they are ready."""
     image = acceptance.nccl_tests_image
     tolerations = _gpu_taint_tolerations(nodes)
-    sshd = f"mkdir -p /run/sshd && exec /usr/sbin/sshd -De -p {SSH_PORT}"
+    sshd = SSHD_COMMAND
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainingRuntime",
@@ -279,7 +297,7 @@ def train_job(
     pod holds the RDMA device and IPC_LOCK, as a training pod does, so NCCL does not fall back to sockets."""
     ranks = len(group.nodes) * group.gpus_per_node
     mpirun = [
-        "mpirun",
+        MPIRUN,
         "--allow-run-as-root",
         "-np",
         str(ranks),
@@ -289,8 +307,8 @@ def train_job(
         "none",
         "-mca",
         "plm_rsh_args",
-        f"-p {SSH_PORT}",
-        "all_reduce_perf_mpi",
+        SSH_CLIENT_OPTIONS,
+        ALL_REDUCE,
         *NCCL_SIZES,
         "-g",
         "1",

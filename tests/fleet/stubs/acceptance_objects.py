@@ -1230,6 +1230,32 @@ def _hangs(cluster: dict[str, Any], nodes: list[str]) -> bool:
     return any((_acceptance(cluster)["nodes"].get(n) or {}).get("hang") for n in nodes)
 
 
+NGC_PYTORCH_BINARIES = frozenset(
+    {"/bin/sh", "apt-get", "mkdir", "ssh-keygen", "/usr/local/mpi/bin/mpirun", "/usr/local/bin/all_reduce_perf_mpi"}
+)
+"""What the NGC PyTorch image (nvcr.io/nvidia/pytorch:YY.MM-py3) offers the acceptance test: the nccl-tests binaries
+built with MPI under /usr/local/bin (Run:ai's nccl-tests tutorial for 26.01-py3: "ships with the NCCL test binaries
+pre-built under /usr/local/bin/"; NVIDIA cloudai and CRE run /usr/local/bin/all_reduce_perf_mpi), Open MPI's mpirun
+under /usr/local/mpi/bin (CRE's nccl-all-reduce entry), apt. It has no sshd: NVIDIA/cloudai#720 ("standard
+PyTorch NGC containers do not include sshd", `/usr/sbin/sshd: No such file or directory`); a node pod must install
+openssh-server (which brings ssh-keygen and /usr/sbin/sshd) before it starts one, as cloudai and CRE do."""
+
+
+def _image_problem(pod: dict[str, Any], container: str) -> str | None:
+    """Why a container of the NGC PyTorch image cannot run its command: a program the image does not ship."""
+    spec = next((c for c in pod.get("containers") or [] if c.get("name") == container), None)
+    if spec is None or "nvcr.io/nvidia/pytorch:" not in str(spec.get("image")):
+        return None
+    text = _command_text(spec)
+    if "/usr/sbin/sshd" in text and not re.search(r"apt-get install\b[^;&|]*\bopenssh-server\b", text):
+        image = spec.get("image")
+        return f"container {container} runs /usr/sbin/sshd, which {image} does not ship (NVIDIA/cloudai#720)"
+    for program in re.findall(r"(?<![\w/.-])(/[\w./-]+)", text):
+        if program.startswith(("/usr/local/bin/", "/usr/local/mpi/bin/")) and program not in NGC_PYTORCH_BINARIES:
+            return f"container {container} runs {program}, which {spec.get('image')} does not ship"
+    return None
+
+
 def reconcile(cluster: dict[str, Any], now: float) -> None:
     """What Kueue, the scheduler, the Job/JobSet controllers and the trainer do until nothing changes: admit
     suspended workloads, bind pending pods, finish what runs (unless a node hangs), fail what outlived
@@ -1302,7 +1328,16 @@ def _step(cluster: dict[str, Any], key: str, obj: dict[str, Any], now: float) ->
             workload["run"] = len(acceptance["runs"]) - 1
         else:
             workload["reason"] = problem
-    if state == "Running" and not _hangs(cluster, workload["nodes"]):
+    cannot_start = None
+    if kind == "TrainJob" and state == "Running" and runtime is not None:
+        for rjob_name in ("node", "launcher"):
+            pod = _patched_pod(obj, runtime, rjob_name)
+            if pod is not None and (cannot_start := _image_problem(pod, "node")):
+                break
+    if cannot_start is not None:
+        # Its pods crash-loop: the TrainJob runs until its deadline, as a pod that never becomes Ready does.
+        workload["reason"] = cannot_start
+    elif state == "Running" and not _hangs(cluster, workload["nodes"]):
         workload.update(state="Complete", gpus={}, completed=now)
         state = "Complete"
     if state in ("Running", "Complete"):
