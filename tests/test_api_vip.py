@@ -4,6 +4,7 @@ haproxy.cfg as the real programs read them (both are installed for the fleet: .c
 from __future__ import annotations
 
 import copy
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -251,6 +252,14 @@ def test_the_onprem_examples_commented_vip_is_valid() -> None:
     assert kubeadm.api_endpoint(spec.cluster, spec.control_planes) == f"{vip['address'].split('/')[0]}:8443"
 
 
+@functools.cache
+def _installation_crd() -> dict[str, Any]:
+    from .upstream import UPSTREAM
+
+    path = UPSTREAM / "charts" / "tigera-operator" / "v3.30.3" / "crds" / "operator.tigera.io_installations_crd.yaml"
+    return dict(yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+
 @pytest.mark.parametrize("with_vip", [True, False])
 def test_with_a_vip_calico_and_the_kubelet_take_the_nodes_own_address(with_vip: bool) -> None:
     """Calico's default IP autodetection (`firstFound`) can pick the keepalived VIP as a control plane's address
@@ -258,7 +267,7 @@ def test_with_a_vip_calico_and_the_kubelet_take_the_nodes_own_address(with_vip: 
     registers as the node's own address."""
     from components.render.cni import cni_release
 
-    from .upstream import UPSTREAM, custom_resource_errors
+    from .upstream import custom_resource_errors
 
     values = ha_values()
     if not with_vip:
@@ -268,16 +277,13 @@ def test_with_a_vip_calico_and_the_kubelet_take_the_nodes_own_address(with_vip: 
     assert ("nodeAddressAutodetectionV4" in network) == with_vip
     if with_vip:
         assert network["nodeAddressAutodetectionV4"] == {"kubernetes": "NodeInternalIP"}
-    crd_path = (
-        UPSTREAM / "charts" / "tigera-operator" / "v3.30.3" / "crds" / "operator.tigera.io_installations_crd.yaml"
-    )
     installation = {
         "apiVersion": "operator.tigera.io/v1",
         "kind": "Installation",
         "metadata": {"name": "default"},
         "spec": {"calicoNetwork": network},
     }
-    assert custom_resource_errors(installation, yaml.safe_load(crd_path.read_text()), "installations") == []
+    assert custom_resource_errors(installation, _installation_crd(), "installations") == []
     for node in spec.nodes:
         registration = kubeadm.node_registration(
             spec.kueue, spec.nodes, node, pin_node_ip=spec.cluster.api_vip is not None
