@@ -16,9 +16,11 @@ from components.config.schema import ConfigError, Problems
 from components.config.spec import Spec
 from components.plan.writer import write_plan
 from components.render.kueue import (
+    FLAVOR_LABEL,
     KUEUE_API,
     LEGACY_PYTORCHJOB,
     QUEUE_NAME_LABEL,
+    TOPOLOGY_NAME,
     cluster_queue,
     integrations,
     kueue_objects,
@@ -26,6 +28,7 @@ from components.render.kueue import (
     manager_configuration,
 )
 
+from .cel_rules import crd_rule_errors
 from .conftest import PROJECT, known, stack_values
 from .upstream import (
     chart_crd,
@@ -33,6 +36,7 @@ from .upstream import (
     crd_errors,
     custom_resource_errors,
     kubernetes_errors,
+    kueue_crds,
     unknown_value_keys,
 )
 
@@ -436,37 +440,11 @@ def stack_spec(name: str) -> Spec:
     return parse(values)
 
 
-def cel_errors(document: dict[str, Any]) -> list[str]:
-    """The CRDs' x-kubernetes-validations (CEL) on what we create, which JSON Schema does not run, by hand."""
-    if document["kind"] == "Topology":
-        labels = [level["nodeLabel"] for level in document["spec"]["levels"]]
-        errors = ["levels must be unique"] if len(set(labels)) != len(labels) else []
-        if "kubernetes.io/hostname" in labels and labels[-1] != "kubernetes.io/hostname":
-            errors.append("the kubernetes.io/hostname label can only be used at the lowest level of topology")
-        return errors
-    if document["kind"] == "ResourceFlavor":
-        flavor = document["spec"]
-        if "topologyName" in flavor and not flavor.get("nodeLabels"):
-            return ["at least one nodeLabel is required when topology is set"]
-        return []
-    if document["kind"] != "ClusterQueue":
-        return []
-    spec, errors = document["spec"], []
-    for group in spec.get("resourceGroups", []):
-        if any(len(f["resources"]) != len(group["coveredResources"]) for f in group["flavors"]):
-            errors.append("flavors must have the same number of resources as the coveredResources")
-        for flavor in group["flavors"]:
-            if [r["name"] for r in flavor["resources"]] != group["coveredResources"]:
-                errors.append(f"flavor {flavor['name']} lists resources out of coveredResources' order")
-            if "cohortName" not in spec and any("borrowingLimit" in r for r in flavor["resources"]):
-                errors.append("borrowingLimit must be nil when cohort is empty")
-    preemption = spec.get("preemption", {})
-    if (
-        preemption.get("reclaimWithinCohort") == "Never"
-        and preemption.get("borrowWithinCohort", {}).get("policy", "Never") != "Never"
-    ):
-        errors.append("reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never")
-    return errors
+def cel_errors(document: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
+    """The pinned CRD's x-kubernetes-validations (CEL) on a create, or on an update of `old` (tests/cel_rules.py)."""
+    group = str(document.get("apiVersion", KUEUE_API)).rpartition("/")[0]
+    crd = kueue_crds().get((group, document["kind"]))
+    return crd_rule_errors(crd, {"apiVersion": KUEUE_API, **document}, old) if crd else []
 
 
 @pytest.mark.parametrize("stack", OBJECT_STACKS)
@@ -489,14 +467,18 @@ def test_crd_check_can_fail() -> None:
     broken["spec"]["cohort"] = broken["spec"].pop("cohortName")  # the v1beta1 spelling
     broken["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
     assert any("cohort" in e for e in crd_errors(broken, CRDS["ClusterQueue"]))
-    assert "flavors must have the same number of resources as the coveredResources" in cel_errors(broken)
+    assert any(
+        "flavors must have the same number of resources as the coveredResources" in e for e in cel_errors(broken)
+    )
     v1beta1 = {**queue, "apiVersion": "kueue.x-k8s.io/v1beta1"}
     assert any("cohortName" in e for e in crd_errors(v1beta1, CRDS["ClusterQueue"]))
 
 
 def test_gpu_flavor_matches_the_nodes() -> None:
     spec = stack_spec("onprem example")
-    flavors = {o["metadata"]["name"]: o["spec"] for o in kueue_objects(spec) if o["kind"] == "ResourceFlavor"}
+    flavors = {
+        o["metadata"]["labels"][FLAVOR_LABEL]: o["spec"] for o in kueue_objects(spec) if o["kind"] == "ResourceFlavor"
+    }
     assert flavors["cpu"] == {}
     gpu = flavors[FLAVOR]
     assert gpu["nodeLabels"] == {"mlcluster.io/gpu-model": H100}
@@ -594,7 +576,10 @@ def test_plan_writes_readable_manifests(run_stack, tmp_path) -> None:
     write_plan(run.run, tmp_path, project="mlcluster", stack="onprem", spec=spec)
     for document in kueue_objects(spec):
         metadata = document["metadata"]
-        name = "-".join(filter(None, [metadata.get("namespace"), metadata["name"]]))
+        # Files are named after the Pulumi resource, which keeps its name when the object's follows its immutable
+        # fields (the Topology, a flavor with a topology).
+        stable = TOPOLOGY_NAME if document["kind"] == "Topology" else (metadata.get("labels") or {}).get(FLAVOR_LABEL)
+        name = "-".join(filter(None, [metadata.get("namespace"), stable or metadata["name"]]))
         written = yaml.safe_load((tmp_path / "manifests" / f"{document['kind']}-{name}.yaml").read_text())
         assert written == document
     values = (tmp_path / "releases" / "kueue.values.yaml").read_text()
@@ -634,7 +619,7 @@ def test_guide_job_submits_to_an_example_queue() -> None:
         "source=https://ultralytics.com/images/bus.jpg",
     ]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
-    flavor = next(o for o in kueue_objects(spec) if o["metadata"]["name"] == FLAVOR)
+    flavor = next(o for o in kueue_objects(spec) if o["metadata"].get("labels", {}).get(FLAVOR_LABEL) == FLAVOR)
     assert pod["tolerations"] == flavor["spec"]["tolerations"]
 
 

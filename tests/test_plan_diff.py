@@ -463,3 +463,27 @@ def test_a_connection_fact_an_older_plan_did_not_record_is_no_change(run_stack) 
             resource["connection"]["auth"] = "agent (SSH_AUTH_SOCK)"
     changed = diff_plans(new, agent)
     assert changed.steps and {c.why for c in changed.steps if c.kind == "re-runs"} == {"connection changed"}
+
+
+def test_a_change_kueue_makes_immutable_previews_as_a_replacement_of_named_objects(run_stack) -> None:
+    """A GPU taint's effect changes the flavor's tolerations and a level more changes the Topology's levels; Kueue
+    0.19's CRDs make both immutable, so the objects get new names (render.kueue.named_after) and the review says
+    they are replaced, and that the queues move to the new flavor (tests/fleet/test_kueue_day2.py applies it)."""
+    values, secret = stack_values("onprem")
+    old = program_plan(run_stack, values, secret)
+    changed = copy.deepcopy(values)
+    for node in changed["nodes"]:
+        if "gpu" in node:
+            node["taints"] = ["nvidia.com/gpu.class=training:NoSchedule"]
+    changed["kueue"]["topology"]["levels"] = ["block", "rack", "row"]
+    for node in changed["nodes"]:
+        if "topology" in node:
+            node["topology"]["row"] = "w1"
+    diff = diff_plans(old, program_plan(run_stack, changed, secret))
+    kinds = {c.resource.rsplit("::", 1)[1]: c.kind for c in diff.resources}
+    assert kinds["datacenter"] == kinds["h100-sxm-80gb"] == "replaced"
+    assert {kinds[team] for team in ("llm", "vision")} == {"changed"}
+    flavor = next(c for c in diff.resources if c.resource.endswith("::h100-sxm-80gb"))
+    assert [c.key for c in flavor.keys if c.key.startswith("metadata")] == ["metadata.name"]
+    text = render(diff)
+    assert "± kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor::h100-sxm-80gb (replaced: the new object" in text

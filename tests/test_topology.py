@@ -5,6 +5,7 @@ with its key path."""
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from components.config import checks
 from components.config.derived import topology_labels
 from components.config.spec import Spec
-from components.render.kueue import TOPOLOGY_NAME, kueue_objects, training_topology_annotations
+from components.render.kueue import FLAVOR_LABEL, TOPOLOGY_NAME, kueue_objects, training_topology_annotations
 from components.render.workloads import pytorch_job, train_job, training_job, workload_manifests
 
 from .conftest import stack_values
@@ -75,7 +76,12 @@ def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+    """By the name the stack uses: a flavor's quota name (its object may carry a digest, render.kueue.named_after)."""
+    return {
+        (o["metadata"].get("labels") or {}).get(FLAVOR_LABEL, o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] == kind
+    }
 
 
 # --- the two-rack example, as rendered ----------------------------------------------------------------------------
@@ -89,11 +95,16 @@ def test_two_rack_stack_renders_a_topology_and_topology_flavor_valid_upstream() 
     assert datacenter == {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Topology",
-        "metadata": {"name": TOPOLOGY_NAME},
+        "metadata": {"name": datacenter["metadata"]["name"]},
         "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}, {"nodeLabel": HOSTNAME}]},
     }
+    assert re.fullmatch(f"{TOPOLOGY_NAME}-[0-9a-f]{{6}}", datacenter["metadata"]["name"])
     flavors = by_kind(objects, "ResourceFlavor")
-    assert flavors[FLAVOR]["spec"]["topologyName"] == TOPOLOGY_NAME
+    assert flavors[FLAVOR]["spec"]["topologyName"] == datacenter["metadata"]["name"]
+    assert re.fullmatch(f"{FLAVOR}-[0-9a-f]{{6}}", flavors[FLAVOR]["metadata"]["name"])
+    queue = next(o for o in objects if o["kind"] == "ClusterQueue")
+    listed = [f["name"] for g in queue["spec"]["resourceGroups"] for f in g["flavors"]]
+    assert flavors[FLAVOR]["metadata"]["name"] in listed, "the queues name the flavor object"
     assert "topologyName" not in flavors["cpu"]["spec"], "CPU work is not placed by topology"
     for document in (datacenter, *flavors.values()):
         assert kueue_crd_errors(document) == [], document["metadata"]
@@ -230,7 +241,7 @@ def test_existing_cluster_maps_the_levels_to_the_providers_labels() -> None:
         "cloud.google.com/gce-topology-subblock",
         HOSTNAME,
     ]
-    assert by_kind(objects, "ResourceFlavor")["h100-80gb"]["spec"]["topologyName"] == TOPOLOGY_NAME
+    assert by_kind(objects, "ResourceFlavor")["h100-80gb"]["spec"]["topologyName"] == datacenter["metadata"]["name"]
 
 
 def test_the_hand_run_crd_rules_can_fail() -> None:
@@ -238,11 +249,15 @@ def test_the_hand_run_crd_rules_can_fail() -> None:
     broken = copy.deepcopy(datacenter)
     broken["spec"]["levels"] = [{"nodeLabel": HOSTNAME}, {"nodeLabel": RACK}, {"nodeLabel": RACK}]
     assert cel_errors(broken) == [
-        "levels must be unique",
-        "the kubernetes.io/hostname label can only be used at the lowest level of topology",
+        "spec.levels: Invalid value: must be unique",
+        "spec.levels: Invalid value: the kubernetes.io/hostname label can only be used at the lowest level of topology",
     ]
     assert kueue_crd_errors({**datacenter, "spec": {"levels": []}})
-    assert cel_errors({"kind": "ResourceFlavor", "spec": {"topologyName": TOPOLOGY_NAME}})
+    # Absent nodeLabels: the rule errs on the missing field, which refuses the object as a false rule would.
+    (absent,) = cel_errors({"kind": "ResourceFlavor", "metadata": {"name": "f"}, "spec": {"topologyName": "t"}})
+    assert absent.startswith("spec: Invalid value: ") and "nodeLabels" in absent
+    empty = {"kind": "ResourceFlavor", "metadata": {"name": "f"}, "spec": {"topologyName": "t", "nodeLabels": {}}}
+    assert cel_errors(empty) == ["spec: Invalid value: at least one nodeLabel is required when topology is set"]
 
 
 # --- refusals: (change to the on-prem example, key path, message fragment); all in one pass -----------------------

@@ -30,7 +30,7 @@ class ManifestLoader(yaml.CSafeLoader):
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         if kind is yaml.ScalarNode and implicit[0] and value != "<<":
             return GO_PLAIN
-        return super().resolve(kind, value, implicit)
+        return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]  # PyYAML's stubs leave it untyped
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         mapping = super().construct_mapping(node, deep=deep)
@@ -64,7 +64,7 @@ def require_upstream() -> Path:
 
 @cache
 def config_schema(name: str) -> dict[str, Any]:
-    return json.loads((require_upstream() / "config-schemas" / name).read_text())
+    return dict(json.loads((require_upstream() / "config-schemas" / name).read_text()))
 
 
 def schema_errors(schema: dict[str, Any], document: Any) -> list[str]:
@@ -110,7 +110,7 @@ def unknown_value_keys(values: Any, upstream: Any, path: str = "") -> list[str]:
 
 @cache
 def _crd(path: str) -> dict[str, Any]:
-    return yaml.load((require_upstream() / "crds" / path).read_text(), Loader=ManifestLoader)
+    return dict(yaml.load((require_upstream() / "crds" / path).read_text(), Loader=ManifestLoader))
 
 
 def crd_errors(document: dict[str, Any], crd_path: str) -> list[str]:
@@ -175,4 +175,14 @@ def chart_crd(chart: str, version: str, name: str) -> dict[str, Any]:
     touch only metadata (labels, annotations), so dropping their lines leaves the CRD's spec as served."""
     template = require_upstream() / "charts" / chart / version / "templates" / "crd" / name
     text = _TEMPLATE_COMMENT.sub("", template.read_text())
-    return yaml.load("\n".join(line for line in text.splitlines() if "{{" not in line), Loader=ManifestLoader)
+    return dict(yaml.load("\n".join(line for line in text.splitlines() if "{{" not in line), Loader=ManifestLoader))
+
+
+def kueue_crds() -> dict[tuple[str, str], dict[str, Any]]:
+    """The CRDs of the pinned Kueue chart (its templates/crd), by (group, kind)."""
+    from components.config.kueue import KueueSpec
+
+    version = str(KueueSpec.__dataclass_fields__["version"].default)
+    folder = require_upstream() / "charts" / "kueue" / version / "templates" / "crd"
+    crds = [chart_crd("kueue", version, path.name) for path in sorted(folder.glob("*.yaml"))]
+    return {(crd["spec"]["group"], crd["spec"]["names"]["kind"]): crd for crd in crds}

@@ -33,6 +33,10 @@ NODE_RESOURCES = (COMMAND, SCRIPT_COPY)
 RELEASE = "kubernetes:helm.sh/v3:Release"
 RELEASE_IDENTITY = ("chart", "version", "namespace")
 SCRIPT_LINES_SHOWN = 12
+IDENTITY = ("metadata.name", "metadata.namespace")
+"""A Kubernetes object whose name or namespace changes is replaced: pulumi-kubernetes creates the new one and
+deletes the old one at the end of the `up` (v4.32.0 provider.go, Diff's forceNewFields)."""
+REPLACED_OBJECT = "replaced: the new object is created, what names it moves to it, the old one is deleted at the end"
 
 Kind = Literal["added", "removed", "re-runs", "replaced", "changed"]
 
@@ -375,7 +379,8 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
         else:
             keys = input_changes(was, now) + key_changes(_options(was), _options(now), "options")
             if keys:
-                resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", "changed", keys))
+                kind: Kind = "replaced" if any(c.key in IDENTITY for c in keys) else "changed"
+                resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", kind, keys))
     outputs = key_changes(old.get("outputs") or {}, new.get("outputs") or {})
     warnings = [str(w) for w in new.get("warnings") or []]
     earlier = {str(w) for w in old.get("warnings") or []}
@@ -459,9 +464,8 @@ def render(diff: PlanDiff, title: str = "plan diff") -> str:
     if diff.resources:
         lines += ["", "other resources"]
         for resource in diff.resources:
-            lines.append(
-                f"  {_MARK[resource.kind]} {resource.resource}" + ("" if resource.keys else f" ({resource.kind})")
-            )
+            said = {"replaced": f" ({REPLACED_OBJECT})", "changed": ""}.get(resource.kind, f" ({resource.kind})")
+            lines.append(f"  {_MARK[resource.kind]} {resource.resource}{said}")
             lines += [f"      {c}" for c in resource.keys]
     if diff.outputs:
         lines += ["", "outputs"] + [f"  {c}" for c in diff.outputs]

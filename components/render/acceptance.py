@@ -32,6 +32,7 @@ from ..config.kueue import CPU_FLAVOR, KueueSpec, flavor_name
 from ..config.network import NetworkSpec
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
+from .kueue import flavor_objects, resource_flavors
 from .network import rdma_device, rdma_security_context
 from .shell import NodeStep, rendered_step
 from .yaml_text import dump_all
@@ -348,16 +349,24 @@ def train_job(
 
 
 def kueue_objects(
-    kueue: KueueSpec, nodes: tuple[NodeSpec, ...], acceptance: AcceptanceSettings
+    kueue: KueueSpec,
+    nodes: tuple[NodeSpec, ...],
+    acceptance: AcceptanceSettings,
+    flavor_names: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Where Kueue is on: a ClusterQueue of its own (no cohort: it borrows from and lends to no team) sized to the
-    fleet's GPUs, and its LocalQueue; the team quotas stay as they are."""
+    fleet's GPUs, and its LocalQueue; the team quotas stay as they are. flavor_names: a flavor's object name
+    where it differs from the quotas' name (render.kueue.flavor_objects)."""
+    objects = flavor_names or {}
     if not kueue.enabled:
         return []
     gpus = sum(node.gpu.count for node in tested_nodes(nodes) if node.gpu is not None)
     flavors = sorted({node.gpu.model for node in tested_nodes(nodes) if node.gpu is not None})
     quotas = [
-        {"name": flavor_name(model), "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}
+        {
+            "name": objects.get(flavor_name(model), flavor_name(model)),
+            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}],
+        }
         for model in flavors
     ]
     cpu = {
@@ -394,7 +403,8 @@ def cluster_objects(spec: Spec) -> list[dict[str, Any]]:
         "metadata": {"name": spec.acceptance.namespace, "labels": APP_LABEL},
     }
     runtime = [training_runtime(spec.acceptance, spec.nodes)] if multi_node_runs(spec) else []
-    return [namespace, *kueue_objects(spec.kueue, spec.nodes, spec.acceptance), *runtime]
+    queue = kueue_objects(spec.kueue, spec.nodes, spec.acceptance, flavor_objects(resource_flavors(spec)))
+    return [namespace, *queue, *runtime]
 
 
 def multi_node_runs(spec: Spec) -> bool:

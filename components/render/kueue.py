@@ -4,6 +4,7 @@ WorkloadPriorityClasses, all in kueue.x-k8s.io/v1beta2 (the storage version)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,10 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 TOPOLOGY_NAME = "datacenter"
-"""The one Topology the GPU flavors share (a flavor's topologyName cannot change once set)."""
+"""The one Topology the GPU flavors share; its object is named after its levels (see named_after)."""
+FLAVOR_LABEL = "mlcluster.io/flavor"
+"""On every ResourceFlavor: the name the stack's quotas use (kueue.teams[].quotas[].flavor), whatever the object's
+name (see named_after)."""
 TOPOLOGY_ANNOTATIONS = {
     "preferred": "kueue.x-k8s.io/podset-preferred-topology",
     "required": "kueue.x-k8s.io/podset-required-topology",
@@ -127,6 +131,18 @@ custom MIG layout) and checks nothing."""
 UNCHECKED = "unchecked"
 
 
+def named_after(base: str, immutable: Any) -> str:
+    """The object name of a Kueue object whose fields Kueue 0.19's CRDs make immutable: `<base>-<6 hex>` of those
+    fields. A Topology's levels never change (`self == oldSelf`), nor do a flavor's nodeLabels, tolerations and
+    topologyName once topologyName is set. Changing them needs a new object, and the old one cannot be deleted
+    first: Kueue's resource-in-use finalizer holds a flavor while a ClusterQueue lists it and a Topology while a
+    flavor names it. A new name makes the change one Pulumi can apply in an order the API accepts: the new object
+    is created, what references it moves to it, and the old one is deleted at the end, once nothing uses it
+    (docs/kueue.md, Changing what Kueue makes immutable)."""
+    digest = hashlib.sha256(json.dumps(immutable, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return f"{base}-{digest[:6]}"
+
+
 def _gpu_flavor_spec(kueue: KueueSpec, nodes: tuple[NodeSpec, ...], flavor: GpuFlavor) -> dict[str, Any]:
     """nodeLabels and tolerations from the same functions that label and taint the nodes, so they cannot drift."""
     if flavor.nodes:
@@ -139,8 +155,8 @@ def _gpu_flavor_spec(kueue: KueueSpec, nodes: tuple[NodeSpec, ...], flavor: GpuF
         taints = [GPU_TAINT]
     # Kueue adds these tolerations to the pods it admits on this flavor: jobs need not carry them.
     body: dict[str, Any] = {"nodeLabels": labels, "tolerations": [checks.toleration_of(t) for t in taints]}
-    if kueue.topology is not None:
-        body["topologyName"] = TOPOLOGY_NAME
+    if (datacenter := topology(kueue)) is not None:
+        body["topologyName"] = datacenter["metadata"]["name"]
     return body
 
 
@@ -152,7 +168,7 @@ def topology(kueue: KueueSpec) -> Manifest | None:
     return {
         "apiVersion": KUEUE_API,
         "kind": "Topology",
-        "metadata": {"name": TOPOLOGY_NAME},
+        "metadata": {"name": named_after(TOPOLOGY_NAME, levels)},
         "spec": {"levels": levels},
     }
 
@@ -166,9 +182,13 @@ def training_topology_annotations(kueue: KueueSpec) -> dict[str, str]:
 
 
 def resource_flavors(spec: Spec) -> list[Manifest]:
-    flavors = [_object("ResourceFlavor", CPU_FLAVOR, spec={})]
+    """The CPU flavor and one per GPU model. A flavor with a topology is named after its immutable fields
+    (named_after); the others keep the quotas' name, as Kueue lets their fields change in place."""
+    flavors = [_object("ResourceFlavor", CPU_FLAVOR, spec={}, labels={FLAVOR_LABEL: CPU_FLAVOR})]
     for flavor in sorted(gpu_flavors(spec).values(), key=lambda f: f.name):
-        manifest = _object("ResourceFlavor", flavor.name, spec=_gpu_flavor_spec(spec.kueue, spec.nodes, flavor))
+        body = _gpu_flavor_spec(spec.kueue, spec.nodes, flavor)
+        name = named_after(flavor.name, body) if "topologyName" in body else flavor.name
+        manifest = _object("ResourceFlavor", name, spec=body, labels={FLAVOR_LABEL: flavor.name})
         if flavor.unchecked:
             manifest["metadata"]["annotations"] = {DECLARED_GPUS_ANNOTATION: UNCHECKED}
         elif flavor.capacity:
@@ -178,6 +198,12 @@ def resource_flavors(spec: Spec) -> list[Manifest]:
     return flavors
 
 
+def flavor_objects(flavors: list[Manifest]) -> dict[str, str]:
+    """The quotas' flavor name -> the ResourceFlavor object's name (they differ for a flavor with a topology), from
+    the rendered flavors (resource_flavors)."""
+    return {str(f["metadata"]["labels"][FLAVOR_LABEL]): str(f["metadata"]["name"]) for f in flavors}
+
+
 def _covered_resources(quotas: tuple[QuotaSpec, ...]) -> list[str]:
     names = {name for quota in quotas for name in quota.nominal}
     first = [n for n in ("cpu", "memory") if n in names]
@@ -185,7 +211,7 @@ def _covered_resources(quotas: tuple[QuotaSpec, ...]) -> list[str]:
     return first + sorted(names - set(first) - set(devices)) + devices
 
 
-def _flavor_quotas(quota: QuotaSpec, covered: list[str]) -> dict[str, Any]:
+def _flavor_quotas(quota: QuotaSpec, covered: list[str], objects: Mapping[str, str]) -> dict[str, Any]:
     resources = []
     for name in covered:
         entry: dict[str, Any] = {"name": name, "nominalQuota": quota.nominal.get(name, "0")}
@@ -194,10 +220,13 @@ def _flavor_quotas(quota: QuotaSpec, covered: list[str]) -> dict[str, Any]:
         if name in quota.lending_limit:
             entry["lendingLimit"] = quota.lending_limit[name]
         resources.append(entry)
-    return {"name": quota.flavor, "resources": resources}
+    return {"name": objects.get(quota.flavor, quota.flavor), "resources": resources}
 
 
-def cluster_queue(kueue: KueueSpec, team: TeamSpec) -> Manifest:
+def cluster_queue(kueue: KueueSpec, team: TeamSpec, flavor_names: Mapping[str, str] | None = None) -> Manifest:
+    """flavor_names: the quotas' flavor name -> the object's name (flavor_objects); a name not in it is the
+    object's."""
+    objects = flavor_names or {}
     covered = _covered_resources(team.quotas)
     body: dict[str, Any] = {}
     if kueue.cohort:
@@ -208,7 +237,7 @@ def cluster_queue(kueue: KueueSpec, team: TeamSpec) -> Manifest:
     # One resource group: every flavor lists every resource, so a job lands on one flavor as a whole and a
     # CPU-only job never takes GPU-node quota while the CPU flavor (listed first) has room.
     body["resourceGroups"] = [
-        {"coveredResources": covered, "flavors": [_flavor_quotas(q, covered) for q in team.quotas]}
+        {"coveredResources": covered, "flavors": [_flavor_quotas(q, covered, objects) for q in team.quotas]}
     ]
     preemption = team.preemption
     body["preemption"] = {
@@ -242,10 +271,19 @@ def priority_classes(kueue: KueueSpec) -> list[Manifest]:
     ]
 
 
-def _object(kind: str, name: str, *, spec: Mapping[str, Any], namespace: str | None = None) -> Manifest:
+def _object(
+    kind: str,
+    name: str,
+    *,
+    spec: Mapping[str, Any],
+    namespace: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Manifest:
     metadata: dict[str, Any] = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
+    if labels:
+        metadata["labels"] = dict(labels)
     return {"apiVersion": KUEUE_API, "kind": kind, "metadata": metadata, "spec": dict(spec)}
 
 
@@ -254,11 +292,12 @@ def kueue_objects(spec: Spec) -> list[Manifest]:
     local queues."""
     teams = spec.kueue.teams
     datacenter = topology(spec.kueue)
+    flavors = resource_flavors(spec)
     return [
         *([datacenter] if datacenter else []),
-        *resource_flavors(spec),
+        *flavors,
         *priority_classes(spec.kueue),
-        *(cluster_queue(spec.kueue, team) for team in teams),
+        *(cluster_queue(spec.kueue, team, flavor_objects(flavors)) for team in teams),
         *(team_namespace(team) for team in teams),
         *(local_queue(team) for team in teams),
     ]

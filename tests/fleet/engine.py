@@ -95,10 +95,16 @@ from components.plan.engine import (
 )
 
 from ..conftest import as_config
+from ..upstream import kueue_crds
+from .kubernetes_api import KubernetesApi, KubernetesApiError
 
 COMMAND = "command:remote:Command"
 COPY = "command:remote:CopyToRemote"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+IDENTITY = ("metadata.name", "metadata.namespace")
+"""pulumi-kubernetes replaces an object whose name or namespace changes (v4.32.0 provider/pkg/provider/provider.go,
+Diff: `forceNewFields := []string{".metadata.name", ".metadata.namespace"}`)."""
 STEP_TAG = " mlcluster-"
 DEFAULT_PARALLELISM = 4 * (os.cpu_count() or 1)
 """`pulumi up`'s default --parallel: 4 x GOMAXPROCS (pkg/cmd/pulumi/operations/up.go)."""
@@ -263,6 +269,20 @@ def kubernetes_provider_replaced(inputs: Mapping[str, Any], recorded: Mapping[st
     if _has_unknown(kubeconfig):
         return True
     return bool(_active_cluster(str(kubeconfig)) != _active_cluster(str(recorded.get("kubeconfig"))))
+
+
+def is_kubernetes_object(type_: str) -> bool:
+    """A Kubernetes object the provider applies itself (not a Helm release, not the provider)."""
+    return type_.startswith("kubernetes:") and type_ != HELM_RELEASE
+
+
+def _delete_first(record: RecordedResource) -> bool:
+    return bool(record.options.get("deleteBeforeReplace"))
+
+
+def _identity(manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+    metadata = manifest.get("metadata") or {}
+    return metadata.get("name"), metadata.get("namespace")
 
 
 class SshRunner:
@@ -602,6 +622,8 @@ class FleetEngine:
         self.runner: Runner = runner or self.ssh.run
         self.max_workers = max_workers or DEFAULT_PARALLELISM
         self.continue_on_error = continue_on_error
+        self.kubernetes = KubernetesApi(kueue_crds())
+        """The cluster the program's Kubernetes objects are applied to (kubernetes_api.py)."""
         self.state: dict[str, Stored] = {}
         """The checkpoint: by URN; a replaced resource's old copy waits under '<urn>#replaced' for its delete."""
         self.runs: list[FleetRun] = []
@@ -715,6 +737,10 @@ class FleetEngine:
         changed = changed_keys(inputs, old.inputs)
         if not changed:
             return "same"
+        if is_kubernetes_object(record.type) and _identity(inputs) != _identity(old.inputs):
+            # A new name: the new object is created, the old one deleted at the end. (The provider asks for
+            # delete-before-replace only when the name stays, which an identity change never does.)
+            return "replace"
         replace_on = set(record.options.get("replaceOnChanges") or [])
         if record.type == COMMAND:
             replace_on.add("triggers")
@@ -768,7 +794,18 @@ class FleetEngine:
             # pulumi-command's Update copies only when the source's hash or the remote path changed.
             self._copy(args.name, inputs, "update" if operation == "update" else "create", deployment)
         if record.type != COMMAND:
+            # An object without metadata.name is autonamed by pulumi-kubernetes (`<name>-<random>`, a new one per
+            # replacement): it never clashes, and the model leaves it out.
+            in_cluster = (
+                is_kubernetes_object(record.type)
+                and bool((inputs.get("metadata") or {}).get("name"))
+                and not self._on_replaced_provider(record, deployment)
+            )
+            if in_cluster:
+                self._apply(record, inputs, old, operation)
             with self._lock:
+                if in_cluster and old is not None and operation == "replace" and not _delete_first(record):
+                    self.state[record.urn + "#replaced"] = old
                 self.state.pop(moved_from or "", None)
                 self.state[record.urn] = Stored(record, inputs, dict(args.inputs))
             return f"{args.name}-id", dict(args.inputs)
@@ -795,6 +832,25 @@ class FleetEngine:
             self.state.pop(moved_from or "", None)
             self.state[record.urn] = Stored(record, inputs, outputs)
         return f"{args.name}-id", outputs
+
+    def _on_replaced_provider(self, record: RecordedResource, deployment: _Deployment) -> bool:
+        """On a provider that now names another cluster: its objects are created there, not changed here."""
+        provider = record.options.get("provider") or ""
+        with self._lock:
+            return any(provider.startswith(urn + "::") for urn in deployment.replaced_providers)
+
+    def _apply(self, record: RecordedResource, inputs: Mapping[str, Any], old: Stored | None, operation: str) -> None:
+        """What pulumi-kubernetes sends the API server for this step (the old copy of a create-before-delete
+        replacement is deleted at the end of the run, by _delete)."""
+        try:
+            if operation == "update" and old is not None:
+                self.kubernetes.update(inputs)
+                return
+            if operation == "replace" and old is not None and _delete_first(record):
+                self.kubernetes.delete(old.inputs)
+            self.kubernetes.create(inputs)
+        except KubernetesApiError as error:
+            raise RemoteCommandError(f"{record.type} ({record.name}): {operation}: {error}") from error
 
     def _stack_reference(
         self, args: pulumi_mocks.MockResourceArgs, deployment: _Deployment
@@ -929,6 +985,12 @@ class FleetEngine:
             )
         if stored.record.options.get("retainOnDelete"):
             return  # retainOnDelete: the resource leaves the state, its delete never runs
+        if is_kubernetes_object(stored.record.type) and (stored.inputs.get("metadata") or {}).get("name"):
+            try:
+                self.kubernetes.delete(stored.inputs)
+            except KubernetesApiError as error:
+                raise RemoteCommandError(f"{stored.record.type} ({stored.record.name}): delete: {error}") from error
+            return
         delete = stored.inputs.get("delete") if stored.record.type == COMMAND else None
         if delete:
             self._execute(stored.record.name, stored.inputs, delete, "delete", False, deployment)
