@@ -101,3 +101,40 @@ def test_keepalived_runs_only_a_check_labelled_for_it(
 )
 def test_file_contexts(path: str, equivalences: dict[str, str], label: str) -> None:
     assert SELINUX.expected_label(path, equivalences) == label
+
+
+@pytest.mark.parametrize(
+    ("mode", "root", "labels", "equivalences", "runs"),
+    [
+        # containerd made its default root itself: container.if L563's filetrans gives it container_var_lib_t.
+        ("Enforcing", None, {}, {}, True),
+        # A new filesystem mounted there: no label until restorecon (the kernel's unlabeled SID).
+        ("Enforcing", None, {"/var/lib/containerd": "unlabeled_t"}, {}, False),
+        ("Enforcing", None, {"/var/lib/containerd": "container_var_lib_t"}, {}, True),
+        ("Permissive", None, {"/var/lib/containerd": "unlabeled_t"}, {}, True),
+        # A root elsewhere: the equivalence alone labels nothing, restorecon does.
+        ("Enforcing", "/mnt/images", {}, {"/mnt/images": "/var/lib/containerd"}, False),
+        ("Enforcing", "/mnt/images", {"/mnt/images": "container_var_lib_t"}, {}, True),
+        ("Enforcing", "/mnt/images", {"/mnt/images": "unlabeled_t"}, {}, False),
+    ],
+)
+def test_containers_start_only_from_a_root_labelled_container_var_lib_t(  # noqa: PLR0917
+    tmp_path: Path, mode: str, root: str | None, labels: dict[str, str], equivalences: dict[str, str], runs: bool
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'version = 3\nroot = "{root}"\n\n[plugins]\n' if root else "version = 3\n")
+    state = {"selinux": {"booleans": {}, "labels": labels, "equivalences": equivalences}}
+    refused = SELINUX.containers_may_run(_host(tmp_path, mode, state), str(config))
+    assert (refused is None) == runs, refused
+    if refused is not None:
+        assert "permission denied" in refused and "container_var_lib_t" in refused
+
+
+def test_a_mount_hides_the_label_until_the_filesystem_is_relabelled() -> None:
+    state: dict[str, Any] = {}
+    SELINUX.mounted(state, "/var/lib/containerd", "/dev/vdb")
+    assert SELINUX.containerd_root_label(state, "/var/lib/containerd") == "unlabeled_t"
+    state["selinux"]["labels"]["/var/lib/containerd"] = "container_var_lib_t"
+    state["disks"]["/dev/vdb"]["rootLabel"] = "container_var_lib_t"  # what restorecon records for a mount point
+    SELINUX.mounted(state, "/var/lib/containerd", "/dev/vdb")
+    assert SELINUX.containerd_root_label(state, "/var/lib/containerd") == "container_var_lib_t"

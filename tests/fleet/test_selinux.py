@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.render import api_vip
+from components.render import api_vip, shell
 
 from .hosts import HostSpec
 from .test_api_vip import VIP_PORT, holders, ready_through
@@ -15,6 +15,7 @@ from .test_api_vip import VIP_PORT, holders, ready_through
 pytestmark = pytest.mark.fleet
 
 CONTROL_PLANES = ["cp-1", "cp-2", "cp-3"]
+IMAGE_DISK = "/dev/loop7"
 
 
 def _enforcing_fleet(fleet):  # type: ignore[no-untyped-def]
@@ -65,3 +66,44 @@ def test_without_the_selinux_boolean_haproxy_cannot_reach_an_api_server_and_init
     assert "127.0.0.1:1" in seen and ":6443 check" not in seen, seen
     assert hosts["cp-1"].state()["selinux"]["booleans"] == {}
     assert not ready_through(vip, VIP_PORT)
+
+
+def _enforcing_image_disk_node(fleet):  # type: ignore[no-untyped-def]
+    hosts = fleet(HostSpec("cp-1", os="rocky-9"))
+    hosts["cp-1"].set(selinux="Enforcing", disks={IMAGE_DISK: {}})
+    disk = {"device": IMAGE_DISK, "filesystem": "xfs", "mountPoint": "/mnt/images"}
+    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane", imageDisk=disk)])
+    return hosts, values, secret
+
+
+def test_an_image_disk_on_an_enforcing_host_gets_containerds_labels_and_the_control_plane_starts(
+    fleet, fleet_engine
+) -> None:
+    hosts, values, secret = _enforcing_image_disk_node(fleet)
+    fleet_engine.up(values, secret).raise_error()
+    state = hosts["cp-1"].state()
+    assert state["mounts"] == {"/mnt/images": IMAGE_DISK}
+    assert state["selinux"]["equivalences"] == {"/mnt/images": "/var/lib/containerd"}
+    assert state["selinux"]["labels"]["/mnt/images"] == "container_var_lib_t"
+    assert state["disks"][IMAGE_DISK]["rootLabel"] == "container_var_lib_t", "the label is on the filesystem"
+    assert "containerdErrors" not in state
+
+
+def test_without_the_labels_the_image_disk_is_unlabeled_and_no_container_starts(
+    fleet, fleet_engine, monkeypatch
+) -> None:
+    real = shell.script_source
+
+    def unlabelled(name: str) -> str:
+        text = real(name)
+        return text.replace('containerd_labels "$mount_point"', ":") if name == "image-disk.sh" else text
+
+    monkeypatch.setattr(shell, "script_source", unlabelled)
+    hosts, values, secret = _enforcing_image_disk_node(fleet)
+    run = fleet_engine.up(values, secret)
+    assert run.error is not None and "(cp-1-kubeadm-init)" in str(run.error), str(run.error)[-600:]
+    assert "error execution phase wait-control-plane" in str(run.error)
+    state = hosts["cp-1"].state()
+    assert state["selinux"]["labels"]["/mnt/images"] == "unlabeled_t"
+    (error,) = state["containerdErrors"]
+    assert "permission denied (SELinux: /mnt/images is unlabeled_t" in error, error

@@ -118,6 +118,10 @@ class Host:
             since = manifest.stat().st_ctime
         except FileNotFoundError:
             return False
+        from selinux import containers_may_run
+
+        if containers_may_run(self) is not None:
+            return False  # its containers cannot start (SELinux labels of containerd's root)
         delay = float((self.settings.get("staticPodReadySeconds") or {}).get(component, 0))
         return time.time() >= since + delay
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _stub import Host, fail, main
+from selinux import mounted
 
 if TYPE_CHECKING:
     from typing import Any
@@ -76,6 +77,7 @@ def mount(host: Host, argv: list[str]) -> int:
         if source not in devices:
             raise fail(f"mount: {target}: can't find UUID={source}.", 32)
         state.setdefault("mounts", {})[target] = devices[source]
+        mounted(state, target, devices[source])
     return 0
 
 

@@ -416,6 +416,22 @@ DISCOVERY_SECONDS = 20.0
 more than the time a VIP takes to move)."""
 
 
+def _control_plane_containers_start(host: Host) -> None:
+    """The kubelet starts the static pods through containerd; on an enforcing host whose containerd root lacks its
+    label every container fails (stubs/selinux.py, containers_may_run), and kubeadm's wait runs out. containerd's
+    own error goes to its log (the host state's `containerdErrors`), as on a real host (journalctl -u containerd)."""
+    from selinux import containers_may_run
+
+    if (reason := containers_may_run(host)) is None:
+        return
+    with host.state() as state:
+        state.setdefault("containerdErrors", []).append(reason)
+    raise fail(
+        "error execution phase wait-control-plane: failed while waiting for the control plane to start:"
+        " kube-apiserver check failed at https://127.0.0.1:6443/livez: context deadline exceeded"
+    )
+
+
 def init(host: Host, argv: list[str]) -> int:
     if argv[:2] == ["phase", "upload-certs"]:
         return upload_certs(host, argv[2:])
@@ -466,6 +482,7 @@ def init(host: Host, argv: list[str]) -> int:
     host.checkpoint("kubelet-start")
     _write(Path("/var/lib/kubelet/config.yaml"), yaml.safe_dump(docs.get("KubeletConfiguration", {})), 0o644)
     host.checkpoint("wait-control-plane")
+    _control_plane_containers_start(host)
     import daemons
 
     daemons.start_apiserver(host)
@@ -638,6 +655,7 @@ def join(host: Host, argv: list[str]) -> int:
         with host.cluster(endpoint) as cluster:
             cluster.setdefault("etcdMembers", {})[name] = {"id": secrets.token_hex(8), "started": True}
         _write_static_pods(version)
+        _control_plane_containers_start(host)
         import daemons
 
         daemons.start_apiserver(host)

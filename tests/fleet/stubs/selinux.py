@@ -12,7 +12,11 @@ The policy (fedora-selinux/selinux-policy v41.24, the RHEL c9s/c10s branches car
   domtrans into its script domain from that type only; /etc files are etc_t (files.fc L50), which keepalived_t
   may read but not execute (no can_exec / files_exec_etc_files for it).
 - container-selinux v2.250.0 container.fc L85 `/var/lib/containerd(/.*)?` container_var_lib_t, L87 snapshots
-  container_file_t, L88 sandboxes container_ro_file_t.
+  container_file_t, L88 sandboxes container_ro_file_t; container.if L563
+  `files_var_lib_filetrans($1, container_var_lib_t, dir, "containerd")`: containerd creating its default root in
+  /var/lib gets container_var_lib_t; a root elsewhere inherits its directory's type. container.te allows the
+  containers' domains nothing on unlabeled_t files (L776, L838-839 are keys and sockets only), which a new
+  filesystem's files are until relabelled (no security.selinux attribute: the kernel's unlabeled initial SID).
 
 Host setting `selinux` ("Enforcing" | "Permissive" | "Disabled"; unset: no SELinux tools, as security.py's
 getenforce). A file's label is what restorecon last gave it, else its directory's (a new file inherits it), down
@@ -88,6 +92,60 @@ def label_of(state: dict[str, Any], path: str) -> str:
     return "root_t"
 
 
+UNLABELED = "unlabeled_t"
+CONTAINERD_DEFAULT_ROOT = "/var/lib/containerd"
+CONTAINERD_ROOT_TYPE = "container_var_lib_t"
+
+
+def _recorded(state: dict[str, Any], path: str) -> str | None:
+    """The label restorecon or a mount gave the path or the nearest directory above it, if any did."""
+    labels = _selinux(state)["labels"]
+    current = path.rstrip("/") or "/"
+    while current not in ("", "/"):
+        if current in labels:
+            return str(labels[current])
+        current = os.path.dirname(current)
+    return None
+
+
+def containerd_root_label(state: dict[str, Any], root: str) -> str:
+    """What containerd's root carries: a recorded label (restorecon's, or a fresh mount's unlabeled_t), else the
+    filetrans type containerd's own mkdir of its default root gets, else what it inherits."""
+    recorded = _recorded(state, root)
+    if recorded is not None:
+        return recorded
+    return CONTAINERD_ROOT_TYPE if root == CONTAINERD_DEFAULT_ROOT else label_of(state, root)
+
+
+def mounted(state: dict[str, Any], target: str, device: str) -> None:
+    """A filesystem mounted on target: its root carries what it was last relabelled to, else no label at all."""
+    disk = state.setdefault("disks", {}).setdefault(device, {})
+    _selinux(state)["labels"][target] = disk.setdefault("rootLabel", UNLABELED)
+
+
+def containers_may_run(host: Host, config: str = "/etc/containerd/config.toml") -> str | None:
+    """None when containers can start on this host; else why not (enforcing, containerd's root not
+    container_var_lib_t: the containers cannot read their snapshots)."""
+    if not enforcing(host):
+        return None
+    root = CONTAINERD_DEFAULT_ROOT
+    if os.path.exists(config):
+        for line in open(config).read().splitlines():  # noqa: SIM115 (a stub's one read)
+            match = re.fullmatch(r'\s*root\s*=\s*"([^"]+)"\s*', line)
+            if match:
+                root = match.group(1)
+                break
+            if line.lstrip().startswith("["):
+                break  # root is a top-level key: it comes before the first table
+    label = containerd_root_label(_peek(host), root)
+    if label == CONTAINERD_ROOT_TYPE:
+        return None
+    return (
+        f"failed to create containerd task: OCI runtime create failed: permission denied (SELinux: {root} is {label},"
+        f" not {CONTAINERD_ROOT_TYPE})"
+    )
+
+
 def _peek(host: Host) -> dict[str, Any]:
     """The host state without its lock: the daemons' start and reload run inside systemctl's hold of it (state
     writes replace the file whole, so a read never sees half of one)."""
@@ -155,6 +213,9 @@ def restorecon(host: Host, argv: list[str]) -> int:
                 print(f"Would relabel {path} from system_u:object_r:{now}:s0 to system_u:object_r:{wanted}:s0")
             else:
                 selinux["labels"][path] = wanted
+                if path in state.get("mounts", {}):
+                    # The label is on the filesystem: the next mount of it finds it.
+                    state["disks"][state["mounts"][path]]["rootLabel"] = wanted
                 if "v" in flags:
                     print(f"Relabeled {path} from system_u:object_r:{now}:s0 to system_u:object_r:{wanted}:s0")
     return 0
