@@ -118,7 +118,7 @@ class Host:
             since = manifest.stat().st_ctime
         except FileNotFoundError:
             return False
-        from selinux import containers_may_run
+        from selinux import containers_may_run  # type: ignore[import-not-found]  # a sibling stub, on the stubs path
 
         if containers_may_run(self) is not None:
             return False  # its containers cannot start (SELinux labels of containerd's root)
