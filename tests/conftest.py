@@ -21,6 +21,24 @@ STACKS = PROJECT / "stacks"
 BUILD = PROJECT / "build"
 
 
+TEST_CA_PEM = "\n".join(
+    [
+        "-----BEGIN CERTIFICATE-----",
+        "MIIBmjCCAUGgAwIBAgIUIzsxwRL3njBvK2EVSYRYJXX/4zswCgYIKoZIzj0EAwIw",
+        "IzEhMB8GA1UEAwwYbWxjbHVzdGVyIHRlc3QgbWlycm9yIENBMB4XDTI2MTIwNTE5",
+        "MTE1NloXDTM2MTIwMjE5MTE1NlowIzEhMB8GA1UEAwwYbWxjbHVzdGVyIHRlc3Qg",
+        "bWlycm9yIENBMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE3T7OVvGs5TTv42+I",
+        "oele4aH69xwiLhf4lQQ46lWkD3EpkTq44DgoGptdkB4MUMVZAFbpij3TUR9ENgga",
+        "+mcNHKNTMFEwHQYDVR0OBBYEFDyvlWsKTqZVK3/Hl4zaTIwhw3HjMB8GA1UdIwQY",
+        "MBaAFDyvlWsKTqZVK3/Hl4zaTIwhw3HjMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZI",
+        "zj0EAwIDRwAwRAIgF2mYleMJlkrT7oebInwYzZmyw6TKYlFz6sERMdaJxtkCIFLG",
+        "2OzLBDjomXaCQ0v6uWgQIiJ+l7741nfoOtTBVHax",
+        "-----END CERTIFICATE-----",
+    ]
+)
+"""A real self-signed CA certificate (EC P-256, made with openssl for the tests; its key was thrown away)."""
+
+
 def stack_values(stack: str) -> tuple[dict[str, Any], list[str]]:
     """Top-level values (without namespace) of an example stack, and which of them are secret."""
     config, secret_keys = read_stack_file(STACKS / f"Pulumi.{stack}.yaml")

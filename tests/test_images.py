@@ -18,10 +18,10 @@ from components.render import images
 from components.render.containerd import containerd_config
 from components.render.shell import render_script
 
-from .conftest import load_spec, stack_values
+from .conftest import TEST_CA_PEM, load_spec, stack_values
 from .upstream import containerd_errors, kubernetes_errors
 
-CA = "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----"
+CA = TEST_CA_PEM
 # Fields containerd reads from hosts.toml (remotes/docker/config/hosts.go: hostFileConfig + server/host).
 HOST_FIELDS = {"capabilities", "ca", "client", "skip_verify", "header", "override_path"}
 

@@ -36,7 +36,9 @@ that also says PCIe or NVL (an H100 NVL pair) is PCIe for the loopback floor."""
 
 
 def _source(value: str) -> str | None:
-    return None if value.strip() else "must say where the number comes from (a vendor page, a run of your own)"
+    if not value.strip():
+        return "must say where the number comes from (a vendor page, a run of your own)"
+    return checks.free_text(value)
 
 
 def _floor_model(value: str) -> str | None:

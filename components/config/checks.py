@@ -6,9 +6,11 @@ import ipaddress
 import posixpath
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from . import formats, go_yaml
+from .redact import redacted
 from .schema import Check
 
 _K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
@@ -24,6 +26,11 @@ _TAINT = re.compile(r"([^=:]+)(=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute
 
 def host(value: str) -> str | None:
     if formats.is_ip(value) and formats.single_line(value) is None:
+        if (mapped := formats.ipv4_mapped(value)) is not None:
+            return (
+                f"is an IPv4-mapped IPv6 address: write the IPv4 address {mapped} (one spelling per address, so"
+                " that it compares equal to itself everywhere it is used)"
+            )
         return None
     if "%" in value and formats.is_ip(value.split("%", 1)[0]):
         return "is an IPv6 address with a zone id (%…), which names an interface of the machine reading it: no zone id"
@@ -78,12 +85,36 @@ GO_DURATION_MAX_SECONDS = (2**63 - 1) / 1e9
 
 
 def duration(value: str) -> str | None:
-    """A duration as Go's time.ParseDuration reads it (every reader of ours is a Go program)."""
+    """A duration as Go's time.ParseDuration reads it (every reader of ours is a Go program): a whole number of
+    nanoseconds, as time.Duration is an int64 of them; ParseDuration drops a fraction of one, so `0.5ns` would
+    reach the component as 0 and `1.5ns` as 1ns."""
     if not _DURATION.fullmatch(value):
         return "is not a duration such as 30m, 1h30m or 90s"
     if duration_seconds(value) > GO_DURATION_MAX_SECONDS:
         return "is longer than a Go duration can be (2562047h)"
+    if duration_nanoseconds(value) % 1:
+        return (
+            "is not a whole number of nanoseconds: Go's duration type holds whole nanoseconds and drops the rest"
+            f" ({value} would be read as {int(duration_nanoseconds(value))}ns)"
+        )
     return None
+
+
+def positive_duration(value: str) -> str | None:
+    """A duration its component refuses as 0 (Kueue's waitForPodsReady.timeout: pkg/config/validation.go, v0.19.2,
+    `Timeout.Duration == 0` is "must be specified")."""
+    if problem := duration(value):
+        return problem
+    if duration_nanoseconds(value) == 0:
+        return "must be longer than 0"
+    return None
+
+
+def duration_nanoseconds(value: str) -> Decimal:
+    units = {"ns": 1, "us": 1000, "µs": 1000, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+    return sum(
+        (Decimal(n) * units[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)(ns|us|µs|ms|s|m|h)", value)), Decimal(0)
+    )
 
 
 def prometheus_duration(value: str) -> str | None:
@@ -123,6 +154,23 @@ def size(value: str) -> str | None:
         return problem
     if float(re.sub(r"[A-Za-z]+$", "", value)) == 0:
         return "must be larger than 0"
+    return None
+
+
+FREE_TEXT_MAX = 200
+
+
+def free_text(value: str) -> str | None:
+    """A note a person writes (where a number comes from): one printable line of at most FREE_TEXT_MAX characters,
+    and nothing shaped like a credential, since it is copied into objects anyone with read access sees."""
+    if not value.strip():
+        return "is empty"
+    if len(value) > FREE_TEXT_MAX:
+        return f"is {len(value)} characters long: at most {FREE_TEXT_MAX}, one line (a reference, not a document)"
+    if problem := formats.single_line(value):
+        return problem
+    if redacted(value) != value:
+        return "looks like it holds a credential (a key, token or password): it would be copied in plaintext"
     return None
 
 
@@ -218,10 +266,37 @@ def label_selector(value: str) -> str | None:
     return None
 
 
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+
+
+GATEWAY_HOSTNAME = re.compile(r"(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
+"""Gateway API's Hostname (gateway-api v1.6.1 HTTPRoute CRD, spec.hostnames items: this pattern, 1 to 253
+characters, "IPs are not allowed")."""
+HOSTNAME_MAX = 253
+
+
+def gateway_hostname(value: str) -> str | None:
+    """A name a Gateway API route can carry: lowercase, no trailing dot, no wildcard here (KServe builds each
+    endpoint's host under it), no IP address, at most 253 characters."""
+    if formats.is_ip(value):
+        return "is an IP address: Gateway API hostnames are DNS names (its HTTPRoute CRD: IPs are not allowed)"
+    if value.startswith("*.") or len(value) > HOSTNAME_MAX or not GATEWAY_HOSTNAME.fullmatch(value):
+        return (
+            "is not a Gateway API hostname: lowercase letters, digits, '-' and '.', no trailing dot or wildcard, at"
+            f" most {HOSTNAME_MAX} characters (e.g. models.example.com)"
+        )
+    return None
+
+
 def label_key(value: str) -> str | None:
-    prefix, _, name = value.rpartition("/")
-    if prefix and host(prefix):
-        return "has a prefix that is not a DNS subdomain"
+    """A qualified name as Kubernetes validates label and taint keys (k8s.io/apimachinery
+    pkg/util/validation/validation.go, IsQualifiedName): an optional prefix that is a lowercase DNS-1123 subdomain
+    of at most 253 characters, not empty when the `/` is there, then a name of at most 63."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and not prefix:
+        return "has an empty prefix before '/': the prefix is a DNS subdomain such as example.com"
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        return "has a prefix that is not a lowercase DNS subdomain (a-z, 0-9, '-' and '.', at most 253 characters)"
     if not _LABEL_NAME.fullmatch(name):
         return "is not a valid label key"
     return None

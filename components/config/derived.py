@@ -228,6 +228,48 @@ def monitoring_wanted(spec: Spec) -> bool:
     return spec.cluster.mode == "kubeadm"
 
 
+KUBERNETES_LISTENERS = {
+    6443: "the API server's port (kubeadm KubeAPIServerPort)",
+    2379: "etcd's client port (kubeadm EtcdListenClientPort)",
+    2380: "etcd's peer port (kubeadm EtcdListenPeerPort)",
+    2381: "etcd's metrics port on 127.0.0.1 (kubeadm EtcdMetricsPort)",
+    10248: "the kubelet's health port on 127.0.0.1, which kubeadm init waits on (KubeletHealthzPort)",
+    10249: "kube-proxy's metrics port on 127.0.0.1 (ProxyStatusPort)",
+    10250: "the kubelet's port (KubeletPort)",
+    10256: "kube-proxy's health port (ProxyHealthzPort)",
+    10257: "kube-controller-manager's port (KubeControllerManagerPort)",
+    10259: "kube-scheduler's port",
+}
+"""What every control plane listens on as kubeadm sets it up (cmd/kubeadm/app/constants/constants.go and
+pkg/cluster/ports/ports.go, kubernetes v1.35): a port bound on 127.0.0.1 collides with a load balancer's bind on
+all addresses too."""
+CALICO_LISTENERS = {
+    179: "Calico's BGP (BIRD on every node; the Installation's bgp is Enabled by default)",
+    5473: "Calico Typha (host network)",
+    9099: "Calico Felix's health port on 127.0.0.1",
+}
+"""Calico's documented network requirements (tigera/docs calico_versioned_docs/version-3.31/_includes/partials/
+_system-requirements.mdx: BGP TCP 179, Typha TCP 5473) and Felix's HealthPort default 9099
+(calico/_includes/components/FelixConfig/config-params.json)."""
+NODE_EXPORTER_PORT = 9100
+"""kube-prometheus-stack's node-exporter runs on the host network on 9100 (prometheus-node-exporter values.yaml:
+hostNetwork: true, service.port 9100)."""
+
+
+def control_plane_listeners(spec: Spec) -> dict[int, str]:
+    """Every TCP port something the stack sets up listens on, on a control plane: the load balancer of
+    cluster.apiVip must bind another."""
+    listeners = dict(KUBERNETES_LISTENERS)
+    if spec.cluster.cni == "calico":
+        listeners.update(CALICO_LISTENERS)
+    if monitoring_wanted(spec):
+        listeners[NODE_EXPORTER_PORT] = "node-exporter (monitoring, host network)"
+    for node in spec.control_planes:
+        port = node.port if node.port is not None else spec.ssh.port
+        listeners.setdefault(port, f"SSH on {node.name}")
+    return listeners
+
+
 def fault_mode(spec: Spec) -> FaultMode:
     mode = spec.monitoring.fault_handling.mode
     if mode is not None:

@@ -79,6 +79,50 @@ def is_ip(value: str) -> bool:
     return True
 
 
+def ipv4_mapped(value: str) -> str | None:
+    """The IPv4 address an IPv4-mapped IPv6 spelling (::ffff:10.0.0.1) stands for, else None."""
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return str(mapped) if mapped is not None else None
+
+
+def same_address(a: str, b: str) -> bool:
+    """Two spellings of one IP address (10.0.0.1 and ::ffff:10.0.0.1, 2001:DB8::1 and 2001:db8:0::1)."""
+    try:
+        first, second = ipaddress.ip_address(a), ipaddress.ip_address(b)
+    except ValueError:
+        return False
+    unmapped = [x.ipv4_mapped or x if isinstance(x, ipaddress.IPv6Address) else x for x in (first, second)]
+    return unmapped[0] == unmapped[1]
+
+
+_PEM_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----\r?\n([A-Za-z0-9+/=\r\n]+?)\r?\n?-----END CERTIFICATE-----", re.ASCII
+)
+
+
+def pem_certificates(value: str) -> str | None:
+    """One or more PEM certificates (RFC 7468) and nothing else: what containerd's hosts.toml `ca` and curl's
+    --cacert read. Each block's base64 must decode to a DER SEQUENCE, the shape every X.509 certificate has."""
+    blocks = list(_PEM_CERTIFICATE.finditer(value))
+    if not blocks:
+        return "is not a PEM certificate (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)"
+    rest = _PEM_CERTIFICATE.sub("", value)
+    if rest.strip():
+        return "holds text besides its PEM certificates: give only the CA certificate blocks"
+    for index, block in enumerate(blocks):
+        try:
+            der = base64.b64decode("".join(block.group(1).split()), validate=True)
+        except ValueError:
+            return f"has a certificate block ({index + 1}) whose content is not base64"
+        if len(der) < 64 or der[0] != 0x30:
+            return f"has a certificate block ({index + 1}) that is not a DER-encoded X.509 certificate"
+    return None
+
+
 def single_line(value: str) -> str | None:
     """Any setting that ends up in a file or a command line: one line of printable text."""
     found = _CONTROL.search(value)

@@ -47,8 +47,8 @@ class MirrorSpec:
     def validate(self, path: str, problems: Problems) -> None:
         if not self.endpoints:
             problems.error(join_path(path, "endpoints"), "must list at least one mirror URL")
-        if self.ca is not None and "BEGIN CERTIFICATE" not in self.ca:
-            problems.error(join_path(path, "ca"), "is not a PEM certificate (-----BEGIN CERTIFICATE-----)")
+        if self.ca is not None and (problem := formats.pem_certificates(self.ca)):
+            problems.error(join_path(path, "ca"), problem)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import checks, formats
+from .redact import redacted
 from .schema import Problems, join_path, setting, show
 
 HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]{1,256}")
@@ -25,9 +26,19 @@ PREDICTOR_SUFFIX = "-predictor"
 """KServe (Standard mode) names an InferenceService's Deployment and Service <name>-predictor."""
 
 
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
+"""Headers that carry a credential: a route matching one holds that credential in the HTTPRoute, in plaintext for
+anyone who may read routes, and in every access log of the proxy."""
+
+
 def header_name(value: str) -> str | None:
     if not HEADER_NAME.fullmatch(value):
         return "is not an HTTP header name (an RFC 7230 token such as x-model, at most 256 characters)"
+    if value.lower() in CREDENTIAL_HEADERS:
+        return (
+            f"is {value}, which carries a credential: matching its value would put the credential in the route in"
+            " plaintext; route on a header such as x-model"
+        )
     return None
 
 
@@ -36,6 +47,8 @@ def header_value(value: str) -> str | None:
         return f"is longer than {HEADER_VALUE_MAX} characters (Gateway API's limit)"
     if not HEADER_VALUE.fullmatch(value):
         return "is not an HTTP header value: printable ASCII, no line breaks, no leading or trailing blanks"
+    if redacted(value) != value:
+        return "looks like a credential (a token or key): it would sit in the route in plaintext"
     return None
 
 
@@ -81,7 +94,7 @@ class GatewaySpec:
     domain: str = setting(
         "example.com",
         doc="KServe's ingress domain: an endpoint answers at <name>-<namespace>.<domain> on the Gateway.",
-        check=checks.host,
+        check=checks.gateway_hostname,
     )
 
 

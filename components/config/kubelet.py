@@ -39,6 +39,10 @@ def _eviction(value: Mapping[str, str]) -> str | None:
             return f"has unknown eviction signal {signal!r} (known: {', '.join(EVICTION_SIGNALS)})"
         if checks.quantity_or_percentage(threshold):
             return f"has {signal}: {threshold!r}, not a quantity or percentage such as 10% or 5Gi"
+        if threshold.endswith("%") and float(threshold[:-1]) > 100:
+            # The kubelet refuses it at start (pkg/kubelet/eviction/helpers.go, parseThresholdStatement:
+            # "eviction percentage threshold ... must be <= 100%").
+            return f"has {signal}: {threshold!r}: a percentage of the node's capacity is at most 100%"
     return None
 
 

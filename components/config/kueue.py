@@ -9,7 +9,8 @@ from decimal import Decimal
 from typing import Literal
 
 from . import checks
-from .schema import Problems, join_path, setting
+from .nodes import DERIVED_NODE_LABELS
+from .schema import LabelText, Problems, join_path, setting
 
 CPU_FLAVOR = "cpu"
 """The ResourceFlavor of CPU-only work (no node labels: any node a pod tolerates)."""
@@ -180,7 +181,7 @@ class GpuInventorySpec:
             else "is not an nvidia.com/ resource"
         ),
     )
-    node_labels: Mapping[str, str] = setting(
+    node_labels: Mapping[str, LabelText] = setting(
         default_factory=dict,
         doc="Labels of these GPU nodes (default: mlcluster.io/gpu-model=<model>), e.g."
         " cloud.google.com/gke-accelerator: nvidia-h100-80gb.",
@@ -242,8 +243,12 @@ class TopologySpec:
         levels_path = join_path(path, "levels")
         if not self.levels:
             problems.error(levels_path, "must name at least one level, coarsest first, e.g. [block, rack]")
-        if len(self.levels) > TOPOLOGY_MAX_LEVELS:
-            problems.error(levels_path, f"has {len(self.levels)} levels: Kueue takes at most {TOPOLOGY_MAX_LEVELS}")
+        if len(self.level_labels()) > TOPOLOGY_MAX_LEVELS:
+            problems.error(
+                levels_path,
+                f"makes {len(self.level_labels())} levels with the node's own ({HOSTNAME_LEVEL}) last: Kueue's"
+                f" Topology takes at most {TOPOLOGY_MAX_LEVELS}",
+            )
         seen: dict[str, int] = {}
         for i, level in enumerate(self.levels):
             if level in seen:
@@ -258,6 +263,12 @@ class TopologySpec:
                 problems.error(join_path(labels_path, level), f"is the node itself: always {HOSTNAME_LABEL}")
             elif message := checks.label_key(label):
                 problems.error(join_path(labels_path, level), f"{label!r} {message}")
+            elif label in DERIVED_NODE_LABELS:
+                problems.error(
+                    join_path(labels_path, level),
+                    f"{label!r} is a label mlcluster sets from {DERIVED_NODE_LABELS[label]}: a level needs a label"
+                    " of its own (the GPU flavors select nodes by it)",
+                )
         given = {level: self._label_of(level) for level in self.levels}
         owner: dict[str, str] = {}
         for i, level in enumerate(self.levels):
@@ -297,7 +308,7 @@ class WaitForPodsReadySpec:
         "10m",
         doc="How long an admitted workload may take for all its pods to be ready (image pulls of large ML images"
         " included) before Kueue evicts it with reason PodsReadyTimeout.",
-        check=checks.duration,
+        check=checks.positive_duration,
     )
     recovery_timeout: str | None = setting(
         None,

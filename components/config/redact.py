@@ -25,6 +25,12 @@ _NAMED = re.compile(
     r"api[-_]?key|access[-_]?key|secret[-_]?key|client[-_]?secret|private[-_]?key)"
     r"(\\?[\"']?\s*[:=]\s*\\?[\"']?)[^\s\"',}\\]+"
 )
+# A command-line flag naming a credential, its value after a blank (`--password hunter2`); not `--secret`, which the
+# reports' own advice uses (`pulumi config set --secret`), and not a next flag.
+_FLAG = re.compile(
+    r"(?i)(--(?:password|passwd|pass|token|api[-_]?key|access[-_]?key|secret[-_]?key|client[-_]?secret|"
+    r"private[-_]?key)\\?[\"']?\s+\\?[\"']?)[^\s\"',}\\-][^\s\"',}\\]*"
+)
 # A bootstrap token (kubeadm's abcdef.0123456789abcdef), a JSON Web Token.
 _BOOTSTRAP_TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
@@ -46,6 +52,7 @@ def redacted(text: str) -> str:
     text = _BARE_USERINFO.sub("[credentials]@", text)
     text = _AUTH_SCHEME.sub(r"\1 [secret]", text)
     text = _NAMED.sub(r"\1\2[secret]", text)
+    text = _FLAG.sub(r"\1[secret]", text)
     text = _JWT.sub("[token]", text)
     text = _BOOTSTRAP_TOKEN.sub("[token]", text)
     return _RANDOM.sub(_random_run, text)

@@ -7,19 +7,22 @@ is the order of the report: a kubeadm stack's nodes and SSH first, then the plat
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 from . import checks, formats
 from .acceptance import ACCEPTANCE_IMAGE_SET
-from .api_vip import vip_problem
+from .api_vip import DEFAULT_PORT, vip_problem
 from .derived import (
     CONTROL_PLANE_TAINT,
     GpuFlavor,
     LostMust,
     acceptance_wanted,
     blocking,
+    control_plane_listeners,
     custom_metric_deployments,
     gpu_flavors,
     installed_components,
@@ -44,7 +47,7 @@ from .kueue import (
     parse_quantity,
     release_minor,
 )
-from .schema import Problems, join_path
+from .schema import Problems, config_key, join_path
 from .serving import queue_endpoints, validate_serving_on_cluster
 from .spec import Spec
 from .support import range_problem, unknown_version_note
@@ -100,12 +103,47 @@ def distinct_names_and_hosts(spec: Spec, problems: Problems) -> None:
     for i, node in enumerate(spec.nodes):
         for attr, seen in (("name", seen_names), ("host", seen_hosts)):
             value = getattr(node, attr)
-            # Host names differing only in case or a trailing dot are one host.
-            key = formats.dns_key(value)
+            # Host names differing only in case or a trailing dot are one host; so are two spellings of an address.
+            key = (
+                str(ipaddress.ip_address(value)) if attr == "host" and formats.is_ip(value) else formats.dns_key(value)
+            )
             if key in seen:
                 problems.error(f"nodes[{i}].{attr}", f'"{value}" is already used by nodes[{seen[key]}]')
             else:
                 seen[key] = i
+
+
+def cluster_networks_apart(spec: Spec, problems: Problems) -> None:
+    """The pod and service networks are the cluster's own: they overlap neither each other nor an address the
+    nodes, the VIP or the bastion have (a node whose address is inside the pod network is routed into the overlay,
+    a VIP there is unreachable), compared as networks, whatever the spelling."""
+    if checks.cidr(spec.cluster.pod_cidr) or checks.cidr(spec.cluster.service_cidr):
+        return  # refused by their own key
+    networks = {
+        "cluster.podCidr": ipaddress.ip_network(spec.cluster.pod_cidr),
+        "cluster.serviceCidr": ipaddress.ip_network(spec.cluster.service_cidr),
+    }
+    pod, service = networks.values()
+    if pod.version == service.version and pod.overlaps(service):
+        problems.error("cluster.serviceCidr", f"{service} overlaps cluster.podCidr {pod}: they must be apart")
+    addresses = [(f"nodes[{i}].host", n.host) for i, n in enumerate(spec.nodes) if formats.is_ip(n.host)]
+    if spec.ssh.bastion is not None and formats.is_ip(spec.ssh.bastion.host):
+        addresses.append(("ssh.bastion.host", spec.ssh.bastion.host))
+    vip = spec.cluster.api_vip
+    vip_network = None
+    if vip is not None and vip_problem(vip.address) is None:
+        addresses.append(("cluster.apiVip.address", vip.ip))
+        vip_network = vip.network
+    for key, network in networks.items():
+        if vip_network is not None and vip_network.version == network.version and vip_network.overlaps(network):
+            problems.error(key, f"{network} overlaps the control planes' subnet {vip_network} (cluster.apiVip)")
+            continue
+        for where, address in addresses:
+            if formats.is_ip(address) and ipaddress.ip_address(address) in network:
+                problems.error(
+                    key, f"{network} contains {where} {address}: the cluster's networks must not hold a host"
+                )
+                break
 
 
 def ssh_host_key_pins(spec: Spec, problems: Problems) -> None:
@@ -232,8 +270,22 @@ def api_vip_on_control_planes(spec: Spec, problems: Problems) -> None:
             f"needs at least 2 control-plane nodes (the stack has {len(control_planes)}): a VIP that can only sit on"
             " one node adds a failure and no availability; use that node's address, or add control planes",
         )
+    listeners = control_plane_listeners(spec)
+    if vip.port in listeners:
+        problems.error(
+            join_path(path, "port"),
+            f"{vip.port} is {listeners[vip.port]} on a control plane: haproxy needs a port nothing else listens on"
+            f" (default {DEFAULT_PORT})",
+        )
+    bastion = spec.ssh.bastion
+    if bastion is not None and formats.same_address(bastion.host, vip.ip):
+        problems.error(
+            "ssh.bastion.host",
+            f"{bastion.host} is cluster.apiVip's address: the VIP moves among the control planes, a bastion is a"
+            " machine of its own",
+        )
     for index, node in enumerate(spec.nodes):
-        if formats.is_ip(node.host) and node.host == vip.ip:
+        if formats.same_address(node.host, vip.ip):
             problems.error(
                 join_path(path, "address"), f"{vip.ip} is nodes[{index}].host: the VIP must be a free address"
             )
@@ -284,6 +336,44 @@ def acceptance_has_gpus(spec: Spec, problems: Problems) -> None:
             f'has a set named "{ACCEPTANCE_IMAGE_SET}", the name of the set acceptance pre-pulls its images with:'
             " rename yours",
         )
+
+
+def _namespaces(value: Any, path: str) -> list[tuple[str, str]]:
+    """(key path, namespace) of every namespace setting under a section, lists included."""
+    found: list[tuple[str, str]] = []
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            item, at = getattr(value, f.name), join_path(path, config_key(f)) if path else config_key(f)
+            if f.name == "namespace" and isinstance(item, str):
+                found.append((at, item))
+            else:
+                found += _namespaces(item, at)
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            found += _namespaces(item, join_path(path, i))
+    return found
+
+
+def acceptance_namespace_apart(spec: Spec, problems: Problems) -> None:
+    """The acceptance Jobs' namespace is theirs alone: a team's namespace would let the team submit to the
+    acceptance queue (sized to every GPU, outside the cohort), and any other one mixes the tests' objects (and
+    their cleanup) with what lives there."""
+    if not acceptance_wanted(spec):
+        return
+    wanted = spec.acceptance.namespace
+    taken: list[tuple[str, str]] = []
+    if spec.kueue.enabled:
+        taken += [(f"kueue.teams[{i}]'s namespace", t.queue_namespace) for i, t in enumerate(spec.kueue.teams)]
+    taken += [(p, n) for p, n in _namespaces(spec, "") if not p.startswith("acceptance.")]
+    for where, namespace in taken:
+        if namespace == wanted:
+            problems.error(
+                "acceptance.namespace",
+                f'"{wanted}" is also {where}: the acceptance tests need a namespace of their own (a team there'
+                " could submit to the acceptance queue, which holds every GPU outside the teams' cohort; anything"
+                " else there would share the tests' cleanup)",
+            )
+            return
 
 
 # --- scheduling ---------------------------------------------------------------------------------------------
@@ -805,6 +895,7 @@ KUBEADM_RULES: tuple[Rule, ...] = (
     control_plane_endpoint,
     api_vip_on_control_planes,
     acceptance_has_gpus,
+    acceptance_namespace_apart,
     ssh_credentials,
     housekeeping_has_a_node,
     kubelet_per_node,
@@ -814,6 +905,7 @@ KUBEADM_RULES: tuple[Rule, ...] = (
     etcd_quorum,
     held_connections,
     distinct_names_and_hosts,
+    cluster_networks_apart,
 )
 """Mode kubeadm, once the stack lists a node: the nodes, how they are reached, what they can run."""
 

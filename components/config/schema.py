@@ -16,7 +16,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, NewType, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from .redact import redacted
 
@@ -24,6 +24,12 @@ NAMESPACE = "mlcluster"
 
 Check = Callable[[Any], "str | None"]
 """A check returns None when the value is fine, else a message such as 'is not an IP address'."""
+
+
+LabelText = NewType("LabelText", str)
+"""Text whose identity matters (a label value, a topology domain): a YAML number is refused, not turned into text,
+because YAML already changed it (`rack: 010` reads as 8 in YAML 1.1, `1e3` as 1000, `0x1f` as 31): only the user
+knows what was meant, in quotes."""
 
 
 class Secret:
@@ -79,15 +85,57 @@ def config_key(f: dataclasses.Field[Any]) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+QUOTE_LIMIT = 100
+"""The most of a value a report line quotes: a longer one is cut there and its length said (a pasted 1 MB value
+would otherwise be quoted whole, once per node that has it)."""
+_QUOTED = re.compile(r"""(?<![\w'"])(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?![\w'"])""")
+"""A quoted value as repr() or a check writes it: not an apostrophe inside a word (node's)."""
+PATHS_SHOWN = 5
+"""A problem reported at many keys names this many of them, then how many more."""
+
+
+def _shortened(match: re.Match[str]) -> str:
+    quoted = match.group()
+    if len(quoted) <= QUOTE_LIMIT + 2:
+        return quoted
+    return f"{quoted[: QUOTE_LIMIT + 1]}…{quoted[0]} ({len(quoted) - 2} characters)"
+
+
+def shortened(message: str) -> str:
+    """The message with every quoted value longer than QUOTE_LIMIT cut to its start."""
+    return _QUOTED.sub(_shortened, message)
+
+
 @dataclass
 class Problem:
     path: str
     message: str
 
+    def shown(self) -> str:
+        """The message as a report shows it: redacted (a credential in the wrong key is named only), then values
+        shortened."""
+        return shortened(redacted(self.message))
+
     def __str__(self) -> str:
-        # Redacted here, where every check's wording meets the report: a credential in the wrong key is named only.
-        message = redacted(self.message)
+        message = self.shown()
         return f"{NAMESPACE}:{self.path}: {message}" if self.path else f"{NAMESPACE}: {message}"
+
+
+def grouped(problems: list[Problem]) -> list[str]:
+    """One line per distinct problem: the same message at several keys (a long value repeated on every node) is
+    said once, with its keys."""
+    paths: dict[str, list[str]] = {}
+    for problem in problems:
+        paths.setdefault(problem.shown(), []).append(problem.path)
+    lines = []
+    for message, where in paths.items():
+        if len(where) == 1:
+            lines.append(str(Problem(where[0], message)))
+            continue
+        named = ", ".join(where[1:PATHS_SHOWN])
+        more = f" and {len(where) - PATHS_SHOWN} more" if len(where) > PATHS_SHOWN else ""
+        lines.append(f"{NAMESPACE}:{where[0]} (also {named}{more}): {message}")
+    return lines
 
 
 @dataclass
@@ -112,9 +160,8 @@ class ConfigError(Exception):
         super().__init__(self.report())
 
     def report(self) -> str:
-        lines = [f"invalid configuration ({len(self.problems.errors)} problem(s)):"]
-        lines += [f"  - {p}" for p in self.problems.errors]
-        return "\n".join(lines)
+        lines = grouped(self.problems.errors)
+        return "\n".join([f"invalid configuration ({len(lines)} problem(s)):", *(f"  - {line}" for line in lines)])
 
 
 def join_path(base: str, part: str | int) -> str:
@@ -162,7 +209,7 @@ class ParseContext:
 
 def _type_name(tp: Any) -> str:
     origin = get_origin(tp)
-    if tp is str or tp is Secret:
+    if tp is str or tp is Secret or tp is LabelText:
         return "a string"
     if tp is bool:
         return "true or false"
@@ -261,6 +308,16 @@ def parse_value(tp: Any, value: Any, path: str, ctx: ParseContext) -> Any:
             return _text(value, path, ctx)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
+    elif tp is LabelText:
+        if isinstance(value, str):
+            return _text(value, path, ctx)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            ctx.problems.error(
+                path,
+                f"is the number {show(value)} in YAML, which may not be what was written (010 reads as 8, 1e3 as"
+                " 1000): it becomes text on the node, so write it in quotes exactly as meant",
+            )
+            return _INVALID
     elif tp is Secret and isinstance(value, str):
         return Secret(value) if _text(value, path, ctx, secret=True) is not _INVALID else _INVALID
     # A value meant to be secret is never echoed, whatever its type.
@@ -362,7 +419,7 @@ def _placeholder(tp: Any) -> Any:
         return types.MappingProxyType({})
     if origin is Literal:
         return get_args(tp)[0]
-    return {str: "", int: 0, float: 0.0, bool: False, Secret: Secret("")}.get(tp)
+    return {str: "", LabelText: "", int: 0, float: 0.0, bool: False, Secret: Secret("")}.get(tp)
 
 
 # --- reference documentation, generated from the same classes ------------------------------------
@@ -387,9 +444,8 @@ def _short_type(tp: Any) -> str:
     elif origin in (dict, Mapping) or dataclasses.is_dataclass(tp):
         name = "map"
     else:
-        name = {str: "string", int: "integer", float: "number", bool: "boolean", Secret: "secret string"}.get(
-            tp, str(tp)
-        )
+        names = {str: "string", LabelText: "string", int: "integer", float: "number", bool: "boolean"}
+        name = names.get(tp) or ("secret string" if tp is Secret else str(tp))
     return name + (" (optional)" if optional else "")
 
 

@@ -308,6 +308,7 @@ class KserveSpec:
             return
         for i, endpoint in enumerate(self.endpoints):
             at = join_path(path, i)
+            self._validate_hostname(at, endpoint, problems)
             metric = endpoint.autoscaling.metric
             if endpoint.min_replicas == 0 and metric == "queue":
                 # A queue the model server exports vanishes with its last pod: nothing would wake the endpoint.
@@ -337,6 +338,26 @@ class KserveSpec:
                     " to Knative, or scale on cpu or memory (Standard mode's HPA), or on a queue length (metric:"
                     " queue, through KEDA)",
                 )
+
+    def _validate_hostname(self, at: str, endpoint: EndpointSpec, problems: Problems) -> None:
+        """The host KServe gives the endpoint on the Gateway (<name>-<namespace>.<domain>) is a route hostname
+        too: its first label a DNS label (63), the whole at most 253 (checks.gateway_hostname)."""
+        if not gateway_wanted(self) or checks.gateway_hostname(self.gateway.domain):
+            return
+        first = f"{endpoint.name}-{endpoint.namespace}"
+        host = f"{first}.{self.gateway.domain}"
+        if len(first) > 63:
+            problems.error(
+                join_path(at, "name"),
+                f"makes the host label {first!r} ({len(first)} characters): a DNS label holds at most 63; shorten the"
+                " name or the namespace",
+            )
+        elif len(host) > checks.HOSTNAME_MAX:
+            problems.error(
+                join_path(at, "name"),
+                f"makes the host {host[:40]}... ({len(host)} characters) under kserve.gateway.domain: Gateway API"
+                f" takes at most {checks.HOSTNAME_MAX}; shorten the domain",
+            )
 
     def _validate_isvc_names(self, path: str, problems: Problems) -> None:
         """A version's InferenceService (<endpoint>-<version>) must not take another endpoint's name."""

@@ -27,7 +27,7 @@ CERTIFICATE_KEY_PLACEHOLDER = "__MLCLUSTER_CERTIFICATE_KEY__"
 
 
 def node_labels(node: NodeSpec) -> dict[str, str]:
-    labels = dict(node.labels)
+    labels: dict[str, str] = dict(node.labels)
     if node.gpu is not None:
         labels.setdefault(GPU_MODEL_LABEL, node.gpu.model)
         labels.setdefault(GPU_COUNT_LABEL, str(node.gpu.count))
