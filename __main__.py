@@ -5,6 +5,8 @@ The program reads as the cluster's phases, in order.
 
 from __future__ import annotations
 
+import logging
+
 import pulumi
 
 from components.cluster.acceptance import Acceptance
@@ -43,6 +45,11 @@ from components.render.gpu_operator import preflight_runs
 from components.render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from components.render.upgrade import VERSION_OUTPUT
 from components.warnings import given, warn
+
+# A refusal raised where a previous deployment's outputs are read (a version that skips a minor, a reordered control
+# plane) fails every output computed from them; asyncio would log each such future as "exception was never
+# retrieved", with a traceback, hundreds of times after the one line Pulumi prints for the refusal.
+logging.getLogger("asyncio").setLevel(logging.CRITICAL)
 
 try:
     spec, config_warnings = spec_from_pulumi()

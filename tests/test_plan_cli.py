@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .conftest import PROJECT
@@ -222,3 +223,27 @@ def test_stack_outputs_of_a_wrong_shape_are_an_error_that_says_the_format(tmp_pa
     outputs.write_text(WRONG_SHAPES[1][0])
     refused = plan("--stack", "lab", "--out", str(tmp_path / "plan"), "--stack-outputs", str(outputs))
     assert refused.returncode == 2 and "output 'certificates' is not what this program exports" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("outputs", "said"),
+    [
+        ({"kubernetesVersion": "1.33.4"}, "error: mlcluster:kubernetesVersion: 1.35.8 skips a minor"),
+        (
+            {"kubernetesVersion": "1.35.8", "controlPlanes": ["cp-2", "cp-1", "cp-3"]},
+            "error: mlcluster:nodes: cp-1 is now the first control plane, but cp-2 ran kubeadm init",
+        ),
+    ],
+    ids=["skip-minor", "reordered-control-planes"],
+)
+def test_a_refusal_from_the_deployed_outputs_is_one_line_and_exit_2(tmp_path: Path, outputs, said) -> None:
+    """The refusal is raised where the program reads the last deployment's outputs, so every output computed from
+    them fails too; the process says it once, without the tracebacks of those futures (a real process: they are
+    logged when it collects them)."""
+    recorded = tmp_path / "outputs.json"
+    recorded.write_text(json.dumps(outputs))
+    result = plan("--stack", "onprem", "--out", str(tmp_path / "plan"), "--stack-outputs", str(recorded))
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("planning stack onprem") and len(lines) == 2, result.stderr[:3000]
+    assert lines[1].startswith(said) and "Traceback" not in result.stderr
