@@ -149,3 +149,19 @@ def test_kubeconfig_source_validation(change: dict[str, Any], expected: str) -> 
         load_spec(values, ["cluster"])
     errors = [str(p) for p in info.value.problems.errors]
     assert any(expected in e for e in errors), errors
+
+
+@pytest.mark.parametrize(("provider", "default"), [("gke", False), ("aks", False), ("eks", True), ("generic", True)])
+def test_storage_is_the_default_class_only_where_the_provider_has_none(provider: str, default: bool) -> None:
+    """GKE and AKS bring a default StorageClass: ours is installed beside it, not as a second default (whose claims
+    without a class Kubernetes would give to the newest default), and validation says so."""
+    from components.render.storage import storage_release
+
+    values, secret = stack_values("cloud")
+    values = copy.deepcopy(values)
+    values["cluster"]["provider"] = provider
+    values["storage"] = {"enabled": True, "provisioner": "local-path"}
+    spec = load_spec(values, secret)
+    assert storage_release(spec).values["storageClass"]["defaultClass"] is default
+    kubeadm = load_spec(*stack_values("onprem"))
+    assert storage_release(kubeadm).values["storageClass"]["defaultClass"] is True

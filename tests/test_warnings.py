@@ -48,7 +48,19 @@ def _worker(index: int) -> dict[str, Any]:
 
 
 CASES: dict[str, tuple[dict[str, Any], str]] = {
-    # name: (config keys merged into the lab stack, the warning's start)
+    # name: (config keys merged into the lab stack, None to leave one out; the warning's start)
+    "a second default StorageClass on a managed cluster": (
+        {
+            "cluster": {
+                "mode": "existing",
+                "provider": "aks",
+                "kubeconfig": {"secure": "v1:PLACEHOLDER-kubeconfig"},
+            },
+            "ssh": None,
+            "nodes": None,
+        },
+        "mlcluster:storage.enabled: cluster.provider aks brings a default StorageClass",
+    ),
     "knative costs": (
         {"kserve": {"enabled": True, "deploymentMode": "Knative"}},
         "mlcluster:kserve.deploymentMode: ",
@@ -245,7 +257,9 @@ def _stack_file(tmp_path: Path, change: dict[str, Any]) -> Path:
     config = document["config"]
     for key, value in change.items():
         full = f"mlcluster:{key}"
-        if key == "nodes":
+        if value is None:
+            config.pop(full, None)  # the setting left out (a cloud stack has no nodes and no SSH)
+        elif key == "nodes":
             nodes = copy.deepcopy(config[full])
             for i, update in enumerate(value):
                 if i < len(nodes):

@@ -884,6 +884,18 @@ def serving_on_cluster(spec: Spec, problems: Problems) -> None:
     )
 
 
+def storage_beside_the_providers(spec: Spec, problems: Problems) -> None:
+    """A managed cluster with its own default StorageClass keeps it as the only default: with two, Kubernetes gives a
+    claim that names no class the most recently created default (kubernetes.io docs, "Default StorageClass")."""
+    if spec.storage.enabled and spec.cluster.defaults.default_storage_class:
+        problems.warn(
+            "storage.enabled",
+            f"cluster.provider {spec.cluster.provider} brings a default StorageClass: {spec.storage.storage_class}"
+            " is installed beside it as a class that is not the default (the stack's own claims name it); set"
+            " storage.enabled: false to use the provider's class alone",
+        )
+
+
 def nfs_server(spec: Spec, problems: Problems) -> None:
     if spec.storage.provisioner == "nfs" and spec.storage.enabled and not spec.storage.nfs_server:
         problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
@@ -913,6 +925,7 @@ STACK_RULES: tuple[Rule, ...] = (
     components_support_the_minor,
     gpu_operator_and_nodes,
     spegel_one_containerd_root,
+    storage_beside_the_providers,
     nfs_server,
     serving_on_cluster,
     kueue_inventory,

@@ -8,7 +8,10 @@ from .helm import ChartRelease, tolerating
 
 
 def storage_release(spec: Spec) -> ChartRelease:
+    """The provisioner's class is the cluster's default unless the cluster brings one (GKE, AKS): two default
+    classes would leave every claim that names none to whichever was created last (config/rules.py warns)."""
     storage = spec.storage
+    default = not spec.cluster.defaults.default_storage_class
     if storage.provisioner == "nfs":
         return ChartRelease(
             name="nfs-subdir-external-provisioner",
@@ -19,7 +22,7 @@ def storage_release(spec: Spec) -> ChartRelease:
             values=tolerating(
                 {
                     "nfs": {"server": storage.nfs_server, "path": storage.nfs_path},
-                    "storageClass": {"defaultClass": True, "name": storage.storage_class},
+                    "storageClass": {"defaultClass": default, "name": storage.storage_class},
                 },
                 ["tolerations"],
                 platform_tolerations(spec),
@@ -34,7 +37,7 @@ def storage_release(spec: Spec) -> ChartRelease:
         namespace=storage.namespace,
         values=tolerating(
             {
-                "storageClass": {"defaultClass": True, "name": storage.storage_class},
+                "storageClass": {"defaultClass": default, "name": storage.storage_class},
                 "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [storage.local_path]}],
             },
             ["tolerations"],
