@@ -13,7 +13,7 @@ PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 # What `make check` leaves to `make test`: the SSH fleet, chart and kustomize renders, real etcd clusters.
 SLOW_MARKERS := not fleet and not render and not etcd
 
-.PHONY: setup plan plan-all check test sweep lint typecheck shellcheck docs clean bench
+.PHONY: setup plan policy plan-all check test sweep lint typecheck shellcheck docs clean bench
 
 $(BIN)/activate:
 	@PYTHON=$(PYTHON) bash .ci/os-packages venv
@@ -33,6 +33,14 @@ setup: $(VENV)/.dev
 ## Offline plan of stacks/Pulumi.$(STACK).yaml into build/$(STACK) (no Pulumi CLI needed; the program's packages only).
 plan: $(VENV)/.runtime
 	$(BIN)/python -m components.plan --stack $(STACK) --out build/$(STACK)
+
+## The policy pack on the offline plan of stacks/Pulumi.$(STACK).yaml (adds the pack's own requirements).
+policy: $(VENV)/.policy
+	$(BIN)/python -m components.plan.policies --stack $(STACK)
+
+$(VENV)/.policy: policy/requirements.txt $(VENV)/.runtime
+	$(BIN)/pip install -q -r policy/requirements.txt
+	touch $@
 
 plan-all: $(VENV)/.runtime
 	$(BIN)/python -m components.plan --stack onprem --out build/onprem

@@ -284,7 +284,31 @@ def plan_example(name: str) -> Callable[[], str]:
     return lambda: plan_examples()[name]
 
 
+def outputs_read() -> str:
+    from components.plan.__main__ import OUTPUTS_READ
+
+    names = [f"`{name}`" for name in OUTPUTS_READ]
+    return ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def onprem_held_out_warning() -> str:
+    """What the on-prem example's Kueue inventory warns about the GPUs that serving holds outside the queues."""
+    from components.config.load import spec_from_values
+    from components.config.rules import kueue_inventory
+    from components.config.schema import Problems
+
+    from .conftest import stack_values
+
+    values, secret = stack_values("onprem")
+    problems = Problems()
+    kueue_inventory(spec_from_values(values, lambda key: key in secret), problems)
+    (held,) = [str(w) for w in problems.warnings if "held outside Kueue" in w.message]
+    return held
+
+
 FACTS: dict[str, Callable[[], str]] = {
+    "stack-outputs-read": outputs_read,
+    "kueue-onprem-held-out": onprem_held_out_warning,
     "suite-tests": lambda: str(len(collected_tests())),
     "fleet-tests": lambda: str(sum(1 for t in collected_tests() if t.startswith("tests/fleet/"))),
     "render-tests": lambda: str(len(collected_tests("render"))),

@@ -11,6 +11,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -247,3 +248,26 @@ def test_a_refusal_from_the_deployed_outputs_is_one_line_and_exit_2(tmp_path: Pa
     lines = result.stderr.splitlines()
     assert lines[0].startswith("planning stack onprem") and len(lines) == 2, result.stderr[:3000]
     assert lines[1].startswith(said) and "Traceback" not in result.stderr
+
+
+def test_the_outputs_the_plan_takes_are_those_the_program_reads(run_stack, monkeypatch) -> None:
+    """OUTPUTS_READ (and so --stack-outputs' help and docs/cluster-care.md's fact) is what the program asks its own
+    stack's last deployment for, with acceptance on so that every reader runs."""
+    import pulumi
+
+    from components.plan.__main__ import OUTPUTS_READ
+
+    asked: set[str] = set()
+    original = pulumi.StackReference.get_output
+
+    def recording(self: pulumi.StackReference, name: Any) -> Any:
+        asked.add(str(name))
+        return original(self, name)
+
+    monkeypatch.setattr(pulumi.StackReference, "get_output", recording)
+    from .conftest import stack_values
+
+    values, secret = stack_values("onprem")
+    values = {**values, "acceptance": {"enabled": True}}
+    run_stack(values=values, secret=secret)
+    assert asked == set(OUTPUTS_READ)

@@ -232,3 +232,13 @@ def test_the_offline_plan_refuses_a_skipped_minor_against_the_deployed_version(t
             plan_main(["--stack-file", str(path), "--out", str(tmp_path / version), "--stack-outputs", str(outputs)])
             == code
         )
+
+
+def test_a_one_node_cluster_upgrades_its_kubelet_in_place_without_a_drain(run_stack) -> None:
+    """A drain on the only node has nowhere to move the pods and waits on every PodDisruptionBudget: the one-node
+    lab plans no drain or uncordon, the on-prem example one per batch."""
+    lab = {r.name for r in run_stack("lab").resources}
+    assert not {n for n in lab if "upgrade-drain" in n or "upgrade-uncordon" in n}, sorted(lab)
+    assert any(n.startswith("lab-1-kubelet") or n == "lab-1-kubelet" for n in lab), sorted(lab)
+    onprem = {r.name for r in run_stack("onprem").resources}
+    assert any("upgrade-drain" in n for n in onprem) and any("upgrade-uncordon" in n for n in onprem)

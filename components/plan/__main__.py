@@ -30,8 +30,11 @@ from .. import conformance
 from ..cluster import clock
 from ..config import checks
 from ..config.stack_cli import PROJECT_ROOT, add_stack_arguments, spec_or_report, stack_path_and_name
+from ..render.acceptance import OUTPUT as ACCEPTANCE_OUTPUT
 from ..render.certificates import OUTPUT as CERTIFICATES_OUTPUT
 from ..render.certificates import record_from_output as certificates_record
+from ..render.control_planes import OUTPUT as CONTROL_PLANES_OUTPUT
+from ..render.control_planes import WORKERS_OUTPUT
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.join_credentials import record_from_output as join_record
 from ..render.upgrade import VERSION_OUTPUT
@@ -60,11 +63,23 @@ def program_messages() -> Iterator[list[tuple[str, str]]]:
         root.setLevel(level)
 
 
+OUTPUTS_READ = (
+    CONTROL_PLANES_OUTPUT,
+    WORKERS_OUTPUT,
+    VERSION_OUTPUT,
+    JOIN_CREDENTIALS_OUTPUT,
+    CERTIFICATES_OUTPUT,
+    ACCEPTANCE_OUTPUT,
+)
+"""Every output of its last deployment the program reads (a StackReference to its own stack), so every one a
+--stack-outputs file may give (tests/test_plan_cli.py holds it to the program's reads)."""
+
 STACK_OUTPUTS_FORMAT = (
     "`pulumi stack output --json` of the deployed stack: one JSON object, output name -> value; read are"
     f' `{CERTIFICATES_OUTPUT}` ({{"renewBefore": "…", "notAfter": {{node: {{certificate: date}}}}}}),'
     f' `{JOIN_CREDENTIALS_OUTPUT}` ({{"mintedFor": "…", "nodes": [node, …]}}) and `{VERSION_OUTPUT}`'
-    ' ("1.34.2"); the others are not read'
+    f' ("1.34.2"), checked here; {CONTROL_PLANES_OUTPUT}, {WORKERS_OUTPUT} and {ACCEPTANCE_OUTPUT} are read as the'
+    " program reads them; others are not read"
 )
 
 
