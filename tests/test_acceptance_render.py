@@ -92,7 +92,7 @@ def test_one_job_per_gpu_node_pinned_with_the_taints_tolerated(onprem: Spec) -> 
     template = render.dump_all(
         [render.job_template(onprem.nodes, onprem.acceptance, onprem.kueue, 1200, multi_gpu=True)]
     )
-    for node in render.tested_nodes(onprem.nodes):
+    for node in render.tested_nodes(onprem.nodes, onprem.acceptance.nodes):
         assert node.gpu is not None
         job = yaml.safe_load(render.fill_job(template, node.name, node.gpu.count))
         assert kubernetes_errors(job, onprem.kubernetes_version) == [], node.name
@@ -132,7 +132,7 @@ def test_job_names_fit_and_stay_apart() -> None:
 
 
 def test_the_multi_node_all_reduce_is_a_train_job_gang_admitted_by_kueue(onprem: Spec) -> None:
-    groups = render.node_groups(onprem.nodes, onprem.kueue)
+    groups = render.node_groups(onprem.nodes, onprem.kueue, onprem.acceptance.nodes)
     assert [(g.name, g.nodes) for g in groups] == [
         ("r07-h100-sxm-80gb-8gpu", ("gpu-1", "gpu-2")),
         ("r08-h100-sxm-80gb-8gpu", ("gpu-3", "gpu-4")),
@@ -165,7 +165,7 @@ def test_with_rdma_the_all_reduce_holds_the_rdma_device_and_ipc_lock_and_is_judg
     values, secret = stack_values("onprem")
     values = {**values, "network": {"rdma": {"enabled": True, "nics": {"ifNames": ["ibp24s0"]}}}}
     spec = load_spec(values, secret)
-    group = render.node_groups(spec.nodes, spec.kueue)[0]
+    group = render.node_groups(spec.nodes, spec.kueue, spec.acceptance.nodes)[0]
     job = render.train_job(spec.acceptance, spec.kueue, spec.network, group, 1200)
     limits = job["spec"]["trainer"]["resourcesPerNode"]["limits"]
     assert limits == {"nvidia.com/gpu": "8", spec.network.rdma.resource_name: 1}
@@ -179,7 +179,7 @@ def test_with_rdma_the_all_reduce_holds_the_rdma_device_and_ipc_lock_and_is_judg
 
 
 def test_without_rdma_the_all_reduce_has_no_default_floor_only_the_outlier_rule(onprem: Spec) -> None:
-    group = render.node_groups(onprem.nodes, onprem.kueue)[0]
+    group = render.node_groups(onprem.nodes, onprem.kueue, onprem.acceptance.nodes)[0]
     job = render.train_job(onprem.acceptance, onprem.kueue, onprem.network, group, 1200)
     assert job["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "8"}
     assert multi_node_fabric(onprem) == "tcp"
@@ -215,12 +215,14 @@ def test_floors_of_issue_36_say_they_are_unconfirmed() -> None:
 
 
 def _previous(spec: Spec, plan: render.Plan, failed: set[str] = frozenset()) -> dict[str, Any]:
-    """The `acceptance` output a run of `plan` leaves behind."""
+    """The `acceptance` output a run of `plan` leaves behind (each node's driver as report() keeps it)."""
+    by_name = {node.name: node for node in spec.nodes}
     nodes = {
         name: {
             "record": record,
             "result": "fail" if name in failed else "pass",
             "reasons": ["x"] if name in failed else [],
+            "driver": render.driver_of(spec.gpu_operator, by_name[name], None),
         }
         for name, record in plan.records.items()
     }
@@ -371,7 +373,7 @@ def test_a_slow_group_fails_its_all_reduce_without_quarantining_a_node() -> None
     spec = fleet_spec(4, fabric="rdma")
     plan = render.plan_tests(spec, None, {})
     stdout = step_stdout(spec, plan, {n: 360.0 for n in plan.records}, set())
-    [group] = render.node_groups(spec.nodes, spec.kueue)
+    [group] = render.node_groups(spec.nodes, spec.kueue, spec.acceptance.nodes)
     stdout += f"{render.OUTPUT_PREFIX}group {group.name} done {packed(scaled_all_reduce(40.0))}\n"
     outcome = render.report(spec, render.parse_step_output(spec, stdout), plan, now_ms=0)
     [multi] = outcome.summary["multiNode"]

@@ -1075,7 +1075,7 @@ def test_the_rendered_mpi_test_uses_only_what_the_ngc_pytorch_image_ships_or_ins
     values, secret = stack_values("onprem")
     spec = spec_from_values(values, lambda key: key in secret)
     rendered = render.training_runtime(spec.acceptance, spec.nodes)
-    group = render.node_groups(spec.nodes, spec.kueue)[0]
+    group = render.node_groups(spec.nodes, spec.kueue, spec.acceptance.nodes)[0]
     job = render.train_job(spec.acceptance, spec.kueue, spec.network, group, 1200)
     for rjob_name in ("node", "launcher"):
         pod = ao._patched_pod(job, rendered, rjob_name)

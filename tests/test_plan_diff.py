@@ -263,7 +263,9 @@ def test_compare_cli(tmp_path: Path) -> None:
     # The example's warnings are listed (not new: the earlier plan has them too).
     assert "warnings (1, 0 new: +)\n    mlcluster:kueue.teams: " in report
     assert "~ gpu-operator" in report and "~ version: v26.7.0 -> v26.7.1" in report
-    assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s), 0 added, 0 removed; 1 release(s) change" in report
+    # The operator's new version is in every GPU node's acceptance record: the four are tested again, and said so.
+    assert "~ acceptance               re-runs: tests 4 node(s): gpu-1 (operator v26.7.0 -> v26.7.1); gpu-2" in report
+    assert "summary: 2 step(s) re-run and 0 replaced on 1 node(s), 0 added, 0 removed; 1 release(s) change" in report
     assert json.loads((new / "plan.json").read_text())["stack"] == "changed"
     # Comparing a plan with itself, written over the same folder, shows nothing.
     same = plan("--stack", "onprem", "--out", str(old), "--compare", str(old), *AT)
@@ -396,8 +398,13 @@ def test_a_changed_ssh_target_shows_per_node_and_reruns_its_steps(run_stack, cas
     # No step keeps a recorded connection (ignoreChanges): the admin kubeconfig's re-read dials the new target too.
     assert not [r["name"] for r in new["resources"] if "connection" in r["options"].get("ignoreChanges", [])]
     reruns = {(c.node, c.step) for c in diff.steps if c.kind == "re-runs"}
-    assert steps_on and reruns == steps_on
-    assert {c.why for c in diff.steps if c.kind == "re-runs"} == {"connection changed"}
+    # A GPU node's new host key is a new machine to acceptance (its record's machine id): it is tested again, and
+    # the review says which node and why.
+    retested = {("cp-1", "acceptance")} if case == "node host key" else set()
+    assert steps_on and reruns == steps_on | retested
+    assert {c.why for c in diff.steps if c.kind == "re-runs" and c.step != "acceptance"} == {"connection changed"}
+    for change in (c for c in diff.steps if c.step == "acceptance" and c.node not in expected):
+        assert change.why.startswith("tests 1 node(s): gpu-1 (machine SHA256:"), change.why
     # The node's copy of the scripts goes to the new target (pulumi-command's update would not copy again).
     copies = {(c.node, c.step, c.kind) for c in diff.steps if c.kind != "re-runs"}
     assert copies == {(node, "scripts", "replaced") for node in expected}
@@ -433,7 +440,7 @@ def test_a_removed_step_says_what_its_removal_runs() -> None:
     whys = {(c.node, c.step): c.why for c in diff_plans(old, new).steps}
     first, second = NODES[0], NODES[1]
     assert whys == {
-        (first, "os"): "step removed: its on-delete script runs",
+        (first, "os"): f"step removed: its on-delete script runs on {first}",
         (first, "kubelet"): "step removed: it has no on-delete script: nothing runs",
         (second, "os"): "step removed: forgotten (retainOnDelete): nothing runs",
     }

@@ -14,6 +14,7 @@ from ..render.acceptance import (
     OUTPUT,
     Plan,
     acceptance_step,
+    needs_drivers,
     parse_step_output,
     plan_tests,
     previous_failures,
@@ -73,14 +74,20 @@ class Acceptance(pulumi.ComponentResource):
         # On its own: the record is known in every preview, even where a preflight re-runs.
         last.apply(warn_failed)
 
-        def planned(values: list[Any]) -> Plan:
-            last_run, drivers = values
+        def planned(last_run: Mapping[str, Any] | None, drivers: Mapping[str, str | None] | None) -> Plan:
             plan = plan_tests(spec, last_run, drivers)
             for node, why in sorted(plan.due.items()):
                 pulumi.log.info(f"acceptance: {node} is tested: {'; '.join(why)}", self)
             return plan
 
-        plan = pulumi.Output.all(last, host_drivers).apply(planned)
+        def plan_after(last_run: Mapping[str, Any] | None) -> Plan | pulumi.Output[Plan]:
+            # The drivers only matter against a record (a driver change retests a node): without one, the plan
+            # waits for no preflight, so a first preview shows the step's input whole.
+            if needs_drivers(spec, last_run):
+                return host_drivers.apply(lambda drivers: planned(last_run, drivers))
+            return planned(last_run, None)
+
+        plan: pulumi.Output[Plan] = last.apply(plan_after)
         self.run = step_command(
             f"{first.name}-acceptance",
             spec,
@@ -92,7 +99,9 @@ class Acceptance(pulumi.ComponentResource):
             rendered=plan.apply(lambda p: acceptance_step(spec, p)),
         )
         result = self.run.stdout.apply(lambda out: parse_step_output(spec, out))
-        outcome = pulumi.Output.all(result, plan).apply(lambda v: report(spec, v[0], v[1]))
+        outcome = pulumi.Output.all(result, plan, host_drivers).apply(
+            lambda v: report(spec, v[0], v[1], host_drivers=v[2])
+        )
         self.quarantine = step_command(
             f"{first.name}-acceptance-quarantine",
             spec,

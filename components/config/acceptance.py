@@ -107,6 +107,11 @@ class AcceptanceSettings:
         " network.rdma.enabled, else `tcp`).",
         check=checks.k8s_name,
     )
+    nodes: tuple[str, ...] = setting(
+        (),
+        doc="The GPU nodes to test (default: every GPU node): a subset, e.g. the nodes of a repaired rack; the others"
+        " keep their last result and are not tested while left out.",
+    )
     retest: str = setting(
         "",
         doc="Change it (e.g. to today's date) to test the nodes that failed again after a repair; nodes that"

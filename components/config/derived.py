@@ -290,14 +290,22 @@ def custom_metric_deployments(spec: Spec) -> list[InferenceDeploymentSpec]:
 # --- acceptance -----------------------------------------------------------------------------------------------
 
 
-def tested_nodes(nodes: Sequence[NodeSpec]) -> tuple[NodeSpec, ...]:
-    """The GPU nodes acceptance tests: every node with a `gpu` section that has not `gone`."""
-    return tuple(node for node in nodes if node.gpu is not None and not node.gone)
+def tested_nodes(nodes: Sequence[NodeSpec], only: Sequence[str]) -> tuple[NodeSpec, ...]:
+    """The GPU nodes acceptance tests: every node with a `gpu` section that has not `gone`, or of those the ones
+    `acceptance.nodes` names (`only`, empty: all)."""
+    chosen = set(only)
+    return tuple(
+        node for node in nodes if node.gpu is not None and not node.gone and (not chosen or node.name in chosen)
+    )
 
 
 def acceptance_wanted(spec: Spec) -> bool:
     """On by default where it can run: a kubeadm stack with GPU nodes and the GPU Operator that exposes them."""
-    default = spec.cluster.mode == "kubeadm" and bool(tested_nodes(spec.nodes)) and spec.gpu_operator.enabled
+    default = (
+        spec.cluster.mode == "kubeadm"
+        and bool(tested_nodes(spec.nodes, spec.acceptance.nodes))
+        and spec.gpu_operator.enabled
+    )
     return default if spec.acceptance.enabled is None else spec.acceptance.enabled
 
 

@@ -328,7 +328,15 @@ def acceptance_has_gpus(spec: Spec, problems: Problems) -> None:
     settings = spec.acceptance
     if settings.enabled and not spec.gpu_operator.enabled:
         problems.error("acceptance.enabled", "is true, but gpuOperator.enabled is false: nothing exposes the GPUs")
-    if settings.enabled and not tested_nodes(spec.nodes):
+    gpu_nodes = {node.name for node in spec.nodes if node.gpu is not None and not node.gone}
+    for index, name in enumerate(settings.nodes):
+        if name not in gpu_nodes:
+            problems.error(
+                f"acceptance.nodes[{index}]",
+                f'"{name}" is not a GPU node of this stack (one with a gpu section, not gone):'
+                f" {', '.join(sorted(gpu_nodes)) or 'none'}",
+            )
+    if settings.enabled and not tested_nodes(spec.nodes, settings.nodes):
         problems.error("acceptance.enabled", "is true, but no node has a gpu section: there is nothing to test")
     if any(s.name == ACCEPTANCE_IMAGE_SET for s in spec.images.prepull) and acceptance_wanted(spec):
         problems.error(

@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     for level, message in said:
         if message not in run.warnings:
             print(f"{level}: {message}", file=sys.stderr)
-    text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec, at=at)
+    text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec, at=at, previous=previous)
     # The AI-conformance evidence pack beside the plan (python -m components.conformance writes it alone).
     try:
         conformance.write_pack(spec, out / "ai-conformance", stack=stack)

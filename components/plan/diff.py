@@ -103,10 +103,14 @@ class PlanDiff:
     """Every warning of the new plan: a review shows them whatever changed."""
     new_warnings: list[str] = field(default_factory=list)
     """Those the earlier plan did not have."""
+    acceptance: list[str] = field(default_factory=list)
+    """What acceptance does differently: nodes due and why, level, the nodes it covers, floors, images."""
 
     @property
     def empty(self) -> bool:
-        return not (self.steps or self.releases or self.resources or self.outputs or self.placement)
+        return not (
+            self.steps or self.releases or self.resources or self.outputs or self.placement or self.acceptance
+        )
 
     def steps_by_node(self) -> dict[str, list[StepChange]]:
         grouped: dict[str, list[StepChange]] = {}
@@ -204,13 +208,68 @@ def input_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[KeyCha
     return [c for c in key_changes(old["inputs"], new["inputs"]) if not _under(c.key, ignored)]
 
 
+_SETTING = re.compile(r"([A-Z][A-Z0-9_]*)=(\S*)$")
+
+
+def delete_summary(command: Any) -> str | None:
+    """`<step> (SETTING=value, ...)` of a recorded on-delete command: which step it runs, with what."""
+    script = script_of_command(command) if isinstance(command, str) else None
+    if script is None:
+        return None
+    step, settings = None, []
+    for line in script.splitlines():
+        if line.startswith("# mlcluster step: ") and step is None:
+            step = line.removeprefix("# mlcluster step: ").strip()
+        elif step is not None and (match := _SETTING.match(line)) and match.group(1) != "MLCLUSTER_SCRIPTS":
+            settings.append(f"{match.group(1)}={match.group(2)}")
+        elif step is not None and line.startswith(("for file in", "# ----")):
+            break
+    if step is None:
+        return None
+    return f"{step} ({', '.join(settings)})" if settings else step
+
+
+def _acceptance_records(stdin: Any) -> dict[str, dict[str, str]]:
+    """Each node's record in the acceptance step's input (its `=== nodes` section: `<node> <gpus> <wave> <job>
+    <record>`, the record `key=value;...`)."""
+    if not isinstance(stdin, str) or "=== nodes\n" not in stdin:
+        return {}
+    section = stdin.split("=== nodes\n", 1)[1].split("\n=== ", 1)[0]
+    records = {}
+    for line in section.splitlines():
+        words = line.split(" ")
+        if len(words) == 5:
+            records[words[0]] = dict(item.split("=", 1) for item in words[4].split(";") if "=" in item)
+    return records
+
+
+def acceptance_changes(old: Any, new: Any) -> list[str]:
+    """Which nodes the acceptance step tests anew, and what of each node's record changed (a new record is a test)."""
+    before, after = _acceptance_records(old), _acceptance_records(new)
+    lines = []
+    for name, record in after.items():
+        was = before.get(name)
+        if was is None:
+            lines.append(f"{name} (new in the plan)")
+        elif was != record:
+            fields = [f"{k} {was.get(k, '(none)')} -> {v}" for k, v in record.items() if was.get(k) != v]
+            lines.append(f"{name} ({', '.join(fields)})")
+    gone = [name for name in before if name not in after]
+    if gone:
+        lines.append(f"no longer tested: {', '.join(gone)}")
+    return lines
+
+
 def _on_removal(resource: Mapping[str, Any]) -> str:
-    """What removing a command runs: its recorded on-delete script, or nothing (say so: a reviewer must not
-    read a drain or a reset into a removal that runs none)."""
+    """What removing a command runs, where: its recorded on-delete script (the step and its settings), or nothing
+    (say so: a reviewer must not read a drain or a reset into a removal that runs none)."""
     if (resource.get("options") or {}).get("retainOnDelete"):
         return "forgotten (retainOnDelete): nothing runs"
-    if resource["inputs"].get("delete"):
-        return "its on-delete script runs"
+    delete = resource["inputs"].get("delete")
+    if delete:
+        where = resource.get("runsOn") or "its host"
+        summary = delete_summary(delete)
+        return f"its on-delete script runs on {where}" + (f": {summary}" if summary else "")
     return "it has no on-delete script: nothing runs"
 
 
@@ -264,6 +323,11 @@ def _step_change(
         return StepChange(node, step, "replaced", f"replaced (triggers changed): {first}, then the step")
     if new["type"] == SCRIPT_COPY and changed == {"source"}:
         return StepChange(node, step, "re-runs", "the scripts changed: the node's copy gets the new files (none go)")
+    if step == "acceptance" and changed == {"stdin"}:
+        tested = acceptance_changes(old_inputs.get("stdin"), new_inputs.get("stdin"))
+        if tested:
+            count = sum(not line.startswith("no longer tested") for line in tested)
+            return StepChange(node, step, "re-runs", f"tests {count} node(s): {'; '.join(tested)}")
     if changed - {"delete"}:
         why = ", ".join(sorted(c if c != "create" else "script" for c in changed)) + " changed"
         if step in RERUN_MEANS and "create" in changed:
@@ -392,7 +456,30 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
         placement_changes(old, new),
         warnings,
         [w for w in warnings if w not in earlier],
+        acceptance_review_changes(old.get("acceptance"), new.get("acceptance")),
     )
+
+
+def acceptance_review_changes(old: Any, new: Any) -> list[str]:
+    """The review's acceptance section, before -> after: which nodes are tested on this `up` and why, then every
+    other setting of the plan (level, nodes covered, floors, images) that changed."""
+    if not isinstance(new, Mapping):
+        return ["acceptance: off"] if isinstance(old, Mapping) else []
+    before: Mapping[str, Any] = old if isinstance(old, Mapping) else {}
+    lines = []
+    was_due, due = before.get("due") or {}, new.get("due") or {}
+    for node, why in due.items():
+        if was_due.get(node) != why:
+            lines.append(f"tests {node}: {'; '.join(why)}")
+    lines += [f"no longer tests {node}" for node in was_due if node not in due]
+    for change in key_changes(
+        {k: v for k, v in before.items() if k not in ("due", "dueDecidedDuringUp")},
+        {k: v for k, v in new.items() if k not in ("due", "dueDecidedDuringUp")},
+    ):
+        lines.append(str(change))
+    if lines and new.get("dueDecidedDuringUp"):
+        lines.append("and any recorded node whose driver changed (its GPU preflight reads the driver during up)")
+    return lines
 
 
 NEWER_FACTS = ("auth",)
@@ -467,6 +554,8 @@ def render(diff: PlanDiff, title: str = "plan diff") -> str:
             said = {"replaced": f" ({REPLACED_OBJECT})", "changed": ""}.get(resource.kind, f" ({resource.kind})")
             lines.append(f"  {_MARK[resource.kind]} {resource.resource}{said}")
             lines += [f"      {c}" for c in resource.keys]
+    if diff.acceptance:
+        lines += ["", "acceptance (what the acceptance step tests on `up`)"] + [f"  {c}" for c in diff.acceptance]
     if diff.outputs:
         lines += ["", "outputs"] + [f"  {c}" for c in diff.outputs]
     kinds = [c.kind for c in diff.steps]

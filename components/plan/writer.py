@@ -11,13 +11,16 @@ import os
 import re
 import shutil
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..config.derived import acceptance_wanted
 from ..config.spec import Spec
 from ..render import kubeadm, yaml_text
+from ..render.acceptance import OUTPUT as ACCEPTANCE_OUTPUT
+from ..render.acceptance import acceptance_review
 from ..render.containerd import containerd_config_toml
 from ..render.kubelet import kubelet_configuration
 from ..render.kubelet_placement import parse_minor
@@ -119,8 +122,10 @@ def plan_document(
     spec: Spec | None,
     ordered: list[RecordedResource] | None = None,
     at: datetime | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """ordered: run_order(run.resources), when the caller has it already (it is a large plan's second cost)."""
+    """ordered: run_order(run.resources), when the caller has it already (it is a large plan's second cost).
+    previous: the last deployment's outputs (--stack-outputs), which acceptance's review reads."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     resources = []
     placement: dict[str, Any] = {}
@@ -150,7 +155,15 @@ def plan_document(
         "resources": resources,
         "outputs": {k: v.for_plan() for k, v in run.outputs.items()},
         "scripts": sourced_scripts(resources),
+        "acceptance": _acceptance(spec, previous),
     }
+
+
+def _acceptance(spec: Spec | None, previous: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if spec is None or spec.cluster.mode != "kubeadm" or not acceptance_wanted(spec):
+        return None
+    recorded = (previous or {}).get(ACCEPTANCE_OUTPUT)
+    return acceptance_review(spec, recorded if isinstance(recorded, Mapping) else None)
 
 
 def sourced_scripts(resources: Iterable[dict[str, Any]]) -> dict[str, str]:
@@ -295,14 +308,21 @@ def _manifests(resources: Iterable[RecordedResource], out: Path) -> int:
 
 
 def write_plan(
-    run: ProgramRun, out: Path, *, project: str, stack: str, spec: Spec | None, at: datetime | None = None
+    run: ProgramRun,
+    out: Path,
+    *,
+    project: str,
+    stack: str,
+    spec: Spec | None,
+    at: datetime | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> str:
     """Write every plan file under `out` (replacing what was there) and return the terminal summary."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     ordered = run_order(run.resources)
-    document = plan_document(run, project=project, stack=stack, spec=spec, ordered=ordered, at=at)
+    document = plan_document(run, project=project, stack=stack, spec=spec, ordered=ordered, at=at, previous=previous)
     _write(out / "plan.json", json.dumps(document, indent=2, sort_keys=False) + "\n")
     per_node = _node_scripts(ordered, spec, out, document["scripts"])
     if spec is not None:

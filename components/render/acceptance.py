@@ -17,7 +17,7 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..acceptance.spec import DCGM_RUN_LEVEL, LEVEL_ORDER, AcceptanceLevel
@@ -26,7 +26,7 @@ from ..acceptance.verdict import QUARANTINE_TAINT, NodeEvidence, ctrf_report, ju
 from ..acceptance.waves import plan_waves
 from ..config import checks
 from ..config.acceptance import AcceptanceSettings, loopback_fabric
-from ..config.derived import multi_node_fabric, node_taints, tested_nodes
+from ..config.derived import acceptance_wanted, multi_node_fabric, node_taints, tested_nodes
 from ..config.gpu import GpuOperatorSpec
 from ..config.kueue import CPU_FLAVOR, KueueSpec, flavor_name
 from ..config.network import NetworkSpec
@@ -80,9 +80,9 @@ def job_name(node: str) -> str:
     return f"acceptance-{node[:42].rstrip('-.')}-{digest}"
 
 
-def _gpu_taint_tolerations(nodes: tuple[NodeSpec, ...]) -> list[dict[str, str]]:
+def _gpu_taint_tolerations(nodes: tuple[NodeSpec, ...], only: Sequence[str]) -> list[dict[str, str]]:
     """Every taint mlcluster puts on a tested node, and the quarantine taint (a failed node is retested)."""
-    taints = sorted({taint for node in tested_nodes(nodes) for taint in node_taints(nodes, node)})
+    taints = sorted({taint for node in tested_nodes(nodes, only) for taint in node_taints(nodes, node)})
     tolerations = [checks.toleration_of(taint) for taint in taints]
     tolerations.append({"key": QUARANTINE_TAINT.key, "operator": "Exists", "effect": QUARANTINE_TAINT.effect})
     return tolerations
@@ -145,7 +145,7 @@ def job_template(
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "affinity": _pinned_to([NODE_PLACEHOLDER]),
-        "tolerations": _gpu_taint_tolerations(nodes),
+        "tolerations": _gpu_taint_tolerations(nodes, acceptance.nodes),
     }
     if multi_gpu:
         pod["initContainers"] = [_dcgm_container(acceptance)]
@@ -182,7 +182,7 @@ def training_runtime(acceptance: AcceptanceSettings, nodes: tuple[NodeSpec, ...]
     """An MPI TrainingRuntime for nccl-tests, patterned on Kubeflow Trainer's own deepspeed-distributed runtime:
     sshd on every node, a launcher that runs mpirun once they are ready."""
     image = acceptance.nccl_tests_image
-    tolerations = _gpu_taint_tolerations(nodes)
+    tolerations = _gpu_taint_tolerations(nodes, acceptance.nodes)
     sshd = SSHD_COMMAND
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -272,11 +272,11 @@ def _domain(kueue: KueueSpec, node: NodeSpec) -> str:
     return node.topology[finest[-1]] if finest else "all"
 
 
-def node_groups(nodes: tuple[NodeSpec, ...], kueue: KueueSpec) -> tuple[NodeGroup, ...]:
+def node_groups(nodes: tuple[NodeSpec, ...], kueue: KueueSpec, only: Sequence[str]) -> tuple[NodeGroup, ...]:
     """The multi-node groups: nodes of one topology domain (the finest level they declare, else all nodes) with
     the same GPU model and count, as a TrainJob gives every node the same resources."""
     members: dict[tuple[str, str, int], list[str]] = {}
-    for node in tested_nodes(nodes):
+    for node in tested_nodes(nodes, only):
         assert node.gpu is not None
         members.setdefault((_domain(kueue, node), node.gpu.model, node.gpu.count), []).append(node.name)
     groups = []
@@ -360,8 +360,8 @@ def kueue_objects(
     objects = flavor_names or {}
     if not kueue.enabled:
         return []
-    gpus = sum(node.gpu.count for node in tested_nodes(nodes) if node.gpu is not None)
-    flavors = sorted({node.gpu.model for node in tested_nodes(nodes) if node.gpu is not None})
+    gpus = sum(node.gpu.count for node in tested_nodes(nodes, acceptance.nodes) if node.gpu is not None)
+    flavors = sorted({node.gpu.model for node in tested_nodes(nodes, acceptance.nodes) if node.gpu is not None})
     quotas = [
         {
             "name": objects.get(flavor_name(model), flavor_name(model)),
@@ -411,7 +411,7 @@ def multi_node_runs(spec: Spec) -> bool:
     return (
         spec.acceptance.multi_node
         and spec.kubeflow.enabled
-        and any(len(g.nodes) > 1 for g in node_groups(spec.nodes, spec.kueue))
+        and any(len(g.nodes) > 1 for g in node_groups(spec.nodes, spec.kueue, spec.acceptance.nodes))
     )
 
 
@@ -478,29 +478,57 @@ class Plan:
     level: AcceptanceLevel
     """The level this run tests at: the stack's where a node is due, else the last run's, so that lowering the
     level (which tests nothing) leaves the step's input as it was."""
+    recorded_drivers: dict[str, str] = field(default_factory=dict)
+    """The driver each node's last record was tested on (the `acceptance` output's nodes[].driver)."""
 
 
-def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Mapping[str, str | None]) -> Plan:
+DRIVER_AS_TESTED = "as-tested"
+"""The driver field of a record planned before any node's driver is known (no node has a record yet, so the plan
+waits for no GPU preflight): the record names the driver by reference and the `acceptance` output keeps the version
+it was tested on (nodes[].driver), which the next plan compares. The step's input is then known at a first
+preview."""
+
+
+def needs_drivers(spec: Spec, previous: Mapping[str, Any] | None) -> bool:
+    """Whether the plan depends on the nodes' drivers: only to compare a recorded node's driver with its current one
+    (a never-tested node is due whatever its driver)."""
+    previous_nodes = (previous or {}).get("nodes") or {}
+    return any(node.name in previous_nodes for node in tested_nodes(spec.nodes, spec.acceptance.nodes))
+
+
+def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Mapping[str, str | None] | None) -> Plan:
     """Each tested node's line `<node> <gpus> <wave> <job> <record>`: the new record where the node is due (with every
-    reason), the previous one where it is not, so that an `up` with nothing to test leaves the step's input alone."""
+    reason), the previous one where it is not, so that an `up` with nothing to test leaves the step's input alone.
+    host_drivers None: not known yet (needs_drivers is false: no recorded node to compare)."""
     settings = spec.acceptance
     previous_nodes = (previous or {}).get("nodes") or {}
     recorded: dict[str, NodeRecord] = {}
     recorded_retest: dict[str, str] = {}
     recorded_text: dict[str, str] = {}
+    recorded_drivers: dict[str, str] = {}
     for name, entry in previous_nodes.items():
         parsed = parse_record(name, str((entry or {}).get("record", "")))
         if parsed is not None:
-            recorded[name], recorded_retest[name] = parsed
+            record, recorded_retest[name] = parsed
+            if record.driver_version == DRIVER_AS_TESTED:
+                record = replace(record, driver_version=str(entry.get("driver") or DRIVER_AS_TESTED))
+            recorded[name] = record
+            recorded_drivers[name] = record.driver_version
             recorded_text[name] = str(entry["record"])
     stack = StackNow(spec.gpu_operator.version, toolkit_of(spec.gpu_operator), settings.level)
-    nodes = tested_nodes(spec.nodes)
+    nodes = tested_nodes(spec.nodes, settings.nodes)
+
+    def driver_now(node: NodeSpec) -> str:
+        recorded_driver = recorded_drivers.get(node.name)
+        if host_drivers is None:
+            # Not known yet, and not needed: no node has a record to compare it with.
+            return recorded_driver or DRIVER_AS_TESTED
+        if recorded_driver == DRIVER_AS_TESTED:
+            return recorded_driver  # a record whose driver went unkept: no driver change is claimed
+        return driver_of(spec.gpu_operator, node, host_drivers.get(node.name))
+
     now = [
-        NodeNow(
-            node.name, machine_id(node), node.gpu.model, driver_of(spec.gpu_operator, node, host_drivers.get(node.name))
-        )
-        for node in nodes
-        if node.gpu is not None
+        NodeNow(node.name, machine_id(node), node.gpu.model, driver_now(node)) for node in nodes if node.gpu is not None
     ]
     due = {name: list(reasons) for name, reasons in nodes_to_retest(recorded, now, stack).items()}
     for node in nodes:
@@ -521,7 +549,8 @@ def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Map
                 node.name,
                 current.machine_id,
                 current.gpu_model,
-                current.driver_version,
+                # Planned before any preflight read it (a first test): the record names it by reference.
+                current.driver_version if host_drivers is not None else DRIVER_AS_TESTED,
                 stack.gpu_operator_version,
                 stack.toolkit_version,
                 settings.level,
@@ -535,7 +564,8 @@ def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Map
     level: AcceptanceLevel = settings.level
     if not due and last_level in LEVEL_ORDER:
         level = last_level
-    return Plan(tuple(lines), {name: tuple(reasons) for name, reasons in due.items()}, records, level)
+    due_reasons = {name: tuple(reasons) for name, reasons in due.items()}
+    return Plan(tuple(lines), due_reasons, records, level, recorded_drivers)
 
 
 def wave_timeout_seconds(spec: Spec) -> int:
@@ -561,7 +591,11 @@ def step_input(spec: Spec, plan: Plan) -> str:
         ),
         ("nodes", "".join(line + "\n" for line in plan.lines)),
     ]
-    groups = [g for g in node_groups(spec.nodes, spec.kueue) if len(g.nodes) > 1] if multi_node_runs(spec) else []
+    groups = (
+        [g for g in node_groups(spec.nodes, spec.kueue, spec.acceptance.nodes) if len(g.nodes) > 1]
+        if multi_node_runs(spec)
+        else []
+    )
     index = []
     for group in groups:
         record = hashlib.sha256("\n".join(plan.records[n] for n in group.nodes).encode()).hexdigest()[:16]
@@ -603,7 +637,7 @@ def parse_step_output(spec: Spec, stdout: str | None) -> StepResult:
     """Read the step's `mlcluster-acceptance: node|group …` lines into evidence for `judge` (none: every node
     without output, so each fails as one that printed nothing)."""
     stdout = stdout or ""
-    models = {n.name: n.gpu for n in tested_nodes(spec.nodes)}
+    models = {n.name: n.gpu for n in tested_nodes(spec.nodes, spec.acceptance.nodes)}
     evidence, records, groups, group_status = [], {}, {}, {}
     for line in stdout.splitlines():
         if not line.startswith(OUTPUT_PREFIX):
@@ -681,7 +715,7 @@ def quarantine_step(failed: Sequence[str], passed: Sequence[str]) -> NodeStep:
 
 def previous_failures(spec: Spec, last_run: Mapping[str, Any] | None) -> list[tuple[str, list[str]]]:
     """The nodes of this stack that the last run failed, with its reasons: the next preview warns about each."""
-    names = {node.name for node in tested_nodes(spec.nodes)}
+    names = {node.name for node in tested_nodes(spec.nodes, spec.acceptance.nodes)}
     nodes = (last_run or {}).get("nodes") or {}
     return [
         (name, [str(reason) for reason in entry.get("reasons") or []] or ["no reason recorded"])
@@ -698,15 +732,22 @@ class Outcome:
     passed: tuple[str, ...]
 
 
-def report(spec: Spec, result: StepResult, plan: Plan, now_ms: int | None = None) -> Outcome:
+def report(
+    spec: Spec,
+    result: StepResult,
+    plan: Plan,
+    now_ms: int | None = None,
+    host_drivers: Mapping[str, str | None] | None = None,
+) -> Outcome:
     """The verdicts of every node (the fleet's medians over all of them) and group, as the `acceptance` stack
-    output, the CTRF report and the two lists the quarantine step takes."""
+    output, the CTRF report and the two lists the quarantine step takes. Each node's `driver`: what it was tested
+    on (its GPU preflight's reading, else the operator's), or what its kept record was tested on."""
     acceptance = with_level(spec, plan.level).acceptance.acceptance_spec()
     verdict = judge(result.evidence, acceptance)
     fabric = multi_node_fabric(spec)
     groups = [
         judge_group(group.name, group.nodes, group.gpu_model, fabric, result.groups.get(group.name), acceptance)
-        for group in node_groups(spec.nodes, spec.kueue)
+        for group in node_groups(spec.nodes, spec.kueue, spec.acceptance.nodes)
         if group.name in result.groups
     ]
     stop = now_ms if now_ms is not None else int(time.time() * 1000)
@@ -727,7 +768,17 @@ def report(spec: Spec, result: StepResult, plan: Plan, now_ms: int | None = None
     summary_counts["tests"] = len(ctrf["results"]["tests"])
     summary_counts["passed"] = sum(test["status"] == "passed" for test in ctrf["results"]["tests"])
     summary_counts["failed"] = summary_counts["tests"] - summary_counts["passed"]
-    nodes = {node.node: {**node.as_dict(), "record": result.records.get(node.node, "")} for node in verdict.nodes}
+    by_name = {node.name: node for node in spec.nodes}
+
+    def tested_on(name: str) -> str:
+        if name in plan.due and name in by_name:
+            return driver_of(spec.gpu_operator, by_name[name], (host_drivers or {}).get(name))
+        return plan.recorded_drivers.get(name, "")
+
+    nodes = {
+        node.node: {**node.as_dict(), "record": result.records.get(node.node, ""), "driver": tested_on(node.node)}
+        for node in verdict.nodes
+    }
     summary = {
         "level": plan.level,
         "dcgmRunLevel": verdict.diag_level,
@@ -752,3 +803,49 @@ def summary_config_map(outcome: Outcome) -> dict[str, str]:
     data["failed"] = str(len(outcome.failed))
     data["summary.json"] = json.dumps(outcome.summary, sort_keys=True)
     return data
+
+
+# ---- the review: what the step will do, known at preview -------------------------------------------------------
+
+
+def acceptance_review(spec: Spec, previous: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What acceptance does on this `up`, from the stack and the last deployment's `acceptance` output alone: the
+    nodes it tests and why, the level, the tests, each floor with its source, the images. Where a node's retest
+    hangs on its driver (a recorded node, whose GPU preflight reads the driver during `up`), the review says so
+    instead of guessing."""
+    settings = spec.acceptance
+    tested = tested_nodes(spec.nodes, settings.nodes)
+    drivers_needed = needs_drivers(spec, previous)
+    plan = plan_tests(spec, previous, None)
+    if drivers_needed:
+        # Each recorded node's driver taken as unchanged: what is due then is due whatever the drivers are.
+        plan = plan_tests(spec, previous, dict(plan.recorded_drivers))
+    acceptance = with_level(spec, settings.level).acceptance.acceptance_spec()
+    floors = []
+    fabric = multi_node_fabric(spec)
+    for model in sorted({n.gpu.model for n in tested if n.gpu is not None}):
+        for test, on in (("loopback", loopback_fabric(model)), ("all-reduce", fabric)):
+            if test == "all-reduce" and not multi_node_runs(spec):
+                continue
+            floor = acceptance.floor_for(test, model, on)  # type: ignore[arg-type]
+            floors.append(
+                {
+                    "test": test,
+                    "gpuModel": model,
+                    "fabric": on,
+                    "gbps": floor.gbps if floor else None,
+                    "source": floor.source if floor else "no floor: reported, not judged",
+                }
+            )
+    groups = [list(g.nodes) for g in node_groups(spec.nodes, spec.kueue, settings.nodes) if len(g.nodes) > 1]
+    return {
+        "enabled": acceptance_wanted(spec),
+        "level": settings.level,
+        "nodes": [n.name for n in tested],
+        "due": {name: list(why) for name, why in sorted(plan.due.items())},
+        "dueDecidedDuringUp": drivers_needed,
+        "retest": settings.retest,
+        "floors": floors,
+        "multiNodeGroups": groups if multi_node_runs(spec) else [],
+        "images": {"dcgm": settings.dcgm_image, "ncclTests": settings.nccl_tests_image},
+    }
