@@ -22,6 +22,7 @@ from components.config.derived import (
     monitoring_wanted,
     prepull_sets,
 )
+from components.config.formats import private_key_fingerprint
 from components.config.load import spec_from_pulumi
 from components.config.schema import ConfigError
 from components.config.support import calendar_notes
@@ -134,4 +135,8 @@ if isinstance(cluster, KubeadmCluster):
     pulumi.export(VERSION_OUTPUT, cluster.version_record)
     pulumi.export(CONTROL_PLANES_OUTPUT, cluster.control_planes_record)
     pulumi.export(WORKERS_OUTPUT, cluster.workers_record)
+    if spec.ssh.private_key is not None:
+        # The connections' key by its public fingerprint (never the key): a rotation shows in every preview.
+        fingerprint = private_key_fingerprint(spec.ssh.private_key.reveal())
+        pulumi.export("sshKeyFingerprint", fingerprint or "not an OpenSSH-format key: no fingerprint read")
 pulumi.export("nodes", [node.name for node in spec.nodes])

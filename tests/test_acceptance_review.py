@@ -10,6 +10,7 @@ from typing import Any
 from components.config.load import spec_from_values
 from components.plan.diff import diff_plans
 from components.plan.engine import COMPUTED, PreviewMocks
+from components.plan.review import acceptance_review
 from components.plan.writer import plan_document
 from components.render import acceptance as render
 
@@ -53,7 +54,7 @@ def test_a_first_preview_knows_the_acceptance_step_and_its_node_table(run_stack)
     nodes = step["inputs"]["stdin"].split("=== nodes\n", 1)[1].split("\n=== ", 1)[0].splitlines()
     assert [line.split(" ")[0] for line in nodes] == ["gpu-1", "gpu-2", "gpu-3", "gpu-4"]
     assert all(f"driver={render.DRIVER_AS_TESTED}" in line for line in nodes), nodes
-    review = render.acceptance_review(spec_from_values(values, lambda key: key in secret), None)
+    review = acceptance_review(spec_from_values(values, lambda key: key in secret), None)
     assert review["due"] == {f"gpu-{i}": ["new node: never tested"] for i in range(1, 5)}
     assert not review["dueDecidedDuringUp"] and review["level"] == "standard"
     assert review["floors"][0]["source"].startswith("NVIDIA NVSentinel preflight checks")
@@ -96,5 +97,5 @@ def test_a_retest_a_level_raise_and_a_subset_are_each_a_diff(run_stack) -> None:
 def test_a_recorded_node_waits_for_its_driver_and_the_review_says_so() -> None:
     values, secret = stack_values("onprem")
     spec = spec_from_values(values, lambda key: key in secret)
-    review = render.acceptance_review(spec, _deployed(values, secret)["acceptance"])
+    review = acceptance_review(spec, _deployed(values, secret)["acceptance"])
     assert review["dueDecidedDuringUp"] and review["due"] == {}

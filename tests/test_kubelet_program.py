@@ -35,8 +35,7 @@ def restart_dependencies(run) -> dict[str, set[str]]:
         return {n for n in nodes if not any(urn_of[n] in _ancestors(by_urn, urn_of[m]) for m in nodes - {n})}
 
     return {
-        node_of[urn]: latest({n for d in r.depends_on if d in by_urn for n in waited(d)})
-        for urn, r in kubelets.items()
+        node_of[urn]: latest({n for d in r.depends_on if d in by_urn for n in waited(d)}) for urn, r in kubelets.items()
     }
 
 

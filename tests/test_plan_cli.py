@@ -78,7 +78,10 @@ def test_onprem_plan_writes_review_files(tmp_path: Path) -> None:
         "09-cp-1-kubeadm-init.sh",
     ]
     (reset,) = (tmp_path / "nodes" / "gpu-1").glob("*-gpu-1-kubeadm-join.on-delete.sh")
-    assert "kubeadm reset" in reset.read_text()
+    # Each node's file is what the node gets (its settings, the files it sources); each shared text is written once.
+    (sources,) = [line for line in reset.read_text().splitlines() if line.startswith("# sources, from this plan")]
+    shared = [tmp_path / name.strip() for name in sources.split(":", 1)[1].split(",")]
+    assert "NODE_NAME=gpu-1" in reset.read_text() and any("kubeadm reset" in f.read_text() for f in shared)
     init = list(yaml.safe_load_all((tmp_path / "configs" / "kubeadm-init.v1beta4.cp-1.yaml").read_text()))
     assert [d["kind"] for d in init] == ["InitConfiguration", "ClusterConfiguration", "KubeletConfiguration"]
     values = yaml.safe_load((tmp_path / "releases" / "gpu-operator.values.yaml").read_text())

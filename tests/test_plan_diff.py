@@ -255,7 +255,9 @@ def test_compare_cli(tmp_path: Path) -> None:
     changed.write_text(yaml.safe_dump(stack))
     result = plan("--stack-file", str(changed), "--out", str(new), "--compare", str(old), *AT)
     assert result.returncode == 0, result.stderr
-    report = result.stdout[result.stdout.index(f"changes since {old}") :]
+    # The review's first screen: the changes come first, before everything planned.
+    assert result.stdout.startswith("What `up` does: stack changed")
+    report = result.stdout[result.stdout.index(f"changes since {old}") : result.stdout.index("everything planned")]
     # The label reaches the joined Node through the first control plane's node-metadata step, whose diff names the
     # node and the label; gpu-2's join does not re-run (on a joined node it would only say "already joined").
     assert "  cp-1\n    ~ node-metadata" in report and "\n        +gpu-2 label team=vision\n" in report

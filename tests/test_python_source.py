@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import gc
+import logging
 import sys
 from collections.abc import Iterator
 
@@ -34,13 +35,19 @@ def _leave_failed_futures(count: int) -> None:
 
 @pytest.fixture
 def eager_collector() -> Iterator[None]:
+    """Collections often, and asyncio's logger on: the program silences it (__main__.py: a refusal's futures), and a
+    program run earlier in this process would leave it so; the control needs the tracebacks formatted."""
     thresholds = gc.get_threshold()
+    asyncio_logger = logging.getLogger("asyncio")
+    level = asyncio_logger.level
     gc.set_threshold(50, 1, 1)
+    asyncio_logger.setLevel(logging.NOTSET)
     try:
         yield
     finally:
         gc.set_threshold(*thresholds)
         gc.collect()
+        asyncio_logger.setLevel(level)
 
 
 def _parse_with(parse, rounds: int, *, until_first_failure: bool = False) -> int:  # type: ignore[no-untyped-def]

@@ -206,8 +206,10 @@ def test_the_onprem_plan_is_in_support_now_and_warns_after_the_end_of_life(tmp_p
 
 
 def test_a_stack_on_1_34_is_warned_with_its_end_of_life(tmp_path: Path) -> None:
-    stack = (ROOT / "stacks" / "Pulumi.onprem.yaml").read_text().replace(
-        f"kubernetesVersion: {DEFAULT_KUBERNETES_VERSION}", "kubernetesVersion: 1.34.11"
+    stack = (
+        (ROOT / "stacks" / "Pulumi.onprem.yaml")
+        .read_text()
+        .replace(f"kubernetesVersion: {DEFAULT_KUBERNETES_VERSION}", "kubernetesVersion: 1.34.11")
     )
     assert "1.34.11" in stack
     path = tmp_path / "Pulumi.old.yaml"

@@ -83,7 +83,7 @@ class Acceptance(pulumi.ComponentResource):
         def plan_after(last_run: Mapping[str, Any] | None) -> Plan | pulumi.Output[Plan]:
             # The drivers only matter against a record (a driver change retests a node): without one, the plan
             # waits for no preflight, so a first preview shows the step's input whole.
-            if needs_drivers(spec, last_run):
+            if needs_drivers(spec.nodes, spec.acceptance, last_run):
                 return host_drivers.apply(lambda drivers: planned(last_run, drivers))
             return planned(last_run, None)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import ipaddress
 import re
 import struct
@@ -77,6 +78,41 @@ def is_ip(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_OPENSSH_PRIVATE = re.compile(
+    r"-----BEGIN OPENSSH PRIVATE KEY-----\s*(.+?)\s*-----END OPENSSH PRIVATE KEY-----", re.DOTALL | re.ASCII
+)
+
+
+def private_key_fingerprint(private_key: str) -> str | None:
+    """The SHA256 fingerprint (as ssh-keygen -l prints it) of the public half of an OpenSSH-format private key, read
+    from the key file's unencrypted public section (openssh PROTOCOL.key: magic, cipher, kdf, kdf options, key count,
+    then each public key), so it is the same for an encrypted key. None for another format."""
+    match = _OPENSSH_PRIVATE.search(private_key)
+    if match is None:
+        return None
+    try:
+        blob = base64.b64decode("".join(match.group(1).split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    magic = b"openssh-key-v1\0"
+    if not blob.startswith(magic):
+        return None
+    offset = len(magic)
+    try:
+        for _ in range(3):  # ciphername, kdfname, kdfoptions
+            (length,) = struct.unpack(">I", blob[offset : offset + 4])
+            offset += 4 + length
+        (count,) = struct.unpack(">I", blob[offset : offset + 4])
+        offset += 4
+        (length,) = struct.unpack(">I", blob[offset : offset + 4])
+        public = blob[offset + 4 : offset + 4 + length]
+    except struct.error:
+        return None
+    if count < 1 or len(public) != length or not public:
+        return None
+    return "SHA256:" + base64.b64encode(hashlib.sha256(public).digest()).decode().rstrip("=")
 
 
 def ipv4_mapped(value: str) -> str | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,17 @@ def _expects_text(key: str) -> bool:
     return False
 
 
+def secure_digests(value: Any, path: str = "") -> dict[str, str]:
+    """Key path -> sha256 (12 hex) of each `secure:` leaf's ciphertext."""
+    if isinstance(value, Mapping):
+        if set(value) == {"secure"}:
+            return {path: hashlib.sha256(str(value["secure"]).encode()).hexdigest()[:12]}
+        return {k: v for key, item in value.items() for k, v in secure_digests(item, join_path(path, str(key))).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in secure_digests(item, join_path(path, i)).items()}
+    return {}
+
+
 def _replace_secure(value: Any, path: str = "") -> tuple[Any, list[str]]:
     """Replace every `secure:` leaf with a placeholder; return the key paths (as errors name them) it replaced."""
     if isinstance(value, Mapping):
@@ -154,6 +166,9 @@ class StackFile:
     """Full keys (`mlcluster:ssh`) that hold a secret anywhere inside: secret as a whole to the engine."""
     secret_paths: frozenset[str]
     """The `secure:` values themselves, as key paths (`ssh.privateKey`): what the plaintext check reads."""
+    secret_digests: Mapping[str, str] = field(default_factory=dict)
+    """Per `secure:` key path, a digest of its encrypted text as the file holds it (never of the secret): a review
+    shows that a secret changed (an SSH key rotated) without anything of the secret."""
 
     def plaintext_at(self, path: str) -> bool:
         """Whether the file holds a plain (unencrypted) string at `path`, e.g. `ssh.privateKey`."""
@@ -302,15 +317,18 @@ def read_stack_document(path: Path) -> StackFile:
     config: dict[str, str] = {}
     secret_keys: list[str] = []
     secret_paths: set[str] = set()
+    digests: dict[str, str] = {}
     for full_key, value in section.items():
         namespace, _, key = full_key.partition(":")
         replaced, secrets = _replace_secure(value, key)
+        if namespace == NAMESPACE:
+            digests.update(secure_digests(value, key))
         config[full_key] = replaced if isinstance(replaced, str) else json.dumps(replaced)
         if secrets:
             secret_keys.append(full_key)
             if namespace == NAMESPACE:
                 secret_paths.update(secrets)
-    return StackFile(config, secret_keys, frozenset(secret_paths))
+    return StackFile(config, secret_keys, frozenset(secret_paths), digests)
 
 
 def stack_file_of(project: Path, stack: str) -> StackFile | None:

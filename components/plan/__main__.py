@@ -38,7 +38,7 @@ from ..render.control_planes import WORKERS_OUTPUT
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.join_credentials import record_from_output as join_record
 from ..render.upgrade import VERSION_OUTPUT
-from .diff import diff_plans, load_plan, render
+from .diff import load_plan
 from .engine import PreviewMocks, run_program
 from .writer import write_plan
 
@@ -183,7 +183,18 @@ def main(argv: list[str] | None = None) -> int:
     for level, message in said:
         if message not in run.warnings:
             print(f"{level}: {message}", file=sys.stderr)
-    text = write_plan(run, out, project="mlcluster", stack=stack, spec=spec, at=at, previous=previous)
+    text = write_plan(
+        run,
+        out,
+        project="mlcluster",
+        stack=stack,
+        spec=spec,
+        at=at,
+        previous=previous,
+        earlier=earlier,
+        compared_with=str(args.compare) if args.compare is not None else None,
+        secrets=stack_file.secret_digests,
+    )
     # The AI-conformance evidence pack beside the plan (python -m components.conformance writes it alone).
     try:
         conformance.write_pack(spec, out / "ai-conformance", stack=stack)
@@ -191,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: no AI-conformance evidence pack: {missing}", file=sys.stderr)
     elapsed = time.perf_counter() - started
     print(text)
-    print(f"\nwrote {out}/plan.json and review files in {elapsed:.2f}s")
-    if earlier is not None:
-        print("\n" + render(diff_plans(earlier, load_plan(out)), f"changes since {args.compare}"))
+    print(f"\nwrote {out}/REVIEW.md (the first screen above), plan.json and review files in {elapsed:.2f}s")
     return 0
 
 

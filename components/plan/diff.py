@@ -105,12 +105,12 @@ class PlanDiff:
     """Those the earlier plan did not have."""
     acceptance: list[str] = field(default_factory=list)
     """What acceptance does differently: nodes due and why, level, the nodes it covers, floors, images."""
+    secrets: list[KeyChange] = field(default_factory=list)
+    """Secrets whose encrypted text in the stack file changed (digests only, never their content)."""
 
     @property
     def empty(self) -> bool:
-        return not (
-            self.steps or self.releases or self.resources or self.outputs or self.placement or self.acceptance
-        )
+        return not (self.steps or self.releases or self.resources or self.outputs or self.placement or self.acceptance)
 
     def steps_by_node(self) -> dict[str, list[StepChange]]:
         grouped: dict[str, list[StepChange]] = {}
@@ -163,9 +163,28 @@ def _script(command: Any, catalog: Catalog) -> list[str]:
     return (_expanded(command, catalog) or "").splitlines()
 
 
-def script_changes(old: Any, new: Any, catalogs: tuple[Catalog, Catalog] = ({}, {})) -> list[str]:
-    lines = difflib.unified_diff(_script(old, catalogs[0]), _script(new, catalogs[1]), lineterm="", n=0)
+def quotes_apart(lines: list[str]) -> list[str]:
+    """The lines of a script with the closing quote of a multi-line single-quoted value on a line of its own, so
+    that a line added after a value's last line does not show that line as changed (its quote moved)."""
+    out, inside = [], False
+    for line in lines:
+        quotes = line.count("'")
+        if inside and quotes % 2 == 1 and line.endswith("'") and len(line) > 1:
+            out += [line[:-1], "'"]
+        else:
+            out.append(line)
+        if quotes % 2 == 1:
+            inside = not inside
+    return out
+
+
+def _line_changes(old: list[str], new: list[str]) -> list[str]:
+    lines = difflib.unified_diff(quotes_apart(old), quotes_apart(new), lineterm="", n=0)
     return [line for line in lines if not line.startswith(("---", "+++", "@@"))]
+
+
+def script_changes(old: Any, new: Any, catalogs: tuple[Catalog, Catalog] = ({}, {})) -> list[str]:
+    return _line_changes(_script(old, catalogs[0]), _script(new, catalogs[1]))
 
 
 def _parts(command: Any, catalog: Catalog) -> dict[str, str]:
@@ -181,10 +200,8 @@ def part_changes(old: Any, new: Any, catalogs: tuple[Catalog, Catalog] = ({}, {}
     changes: dict[str, list[str]] = {}
     for step in [*after, *(s for s in before if s not in after)]:
         if before.get(step) != after.get(step):
-            lines = difflib.unified_diff(
-                before.get(step, "").splitlines(), after.get(step, "").splitlines(), lineterm="", n=0
-            )
-            changes[step] = [f"[{step}]"] + [line for line in lines if not line.startswith(("---", "+++", "@@"))]
+            lines = _line_changes(before.get(step, "").splitlines(), after.get(step, "").splitlines())
+            changes[step] = [f"[{step}]", *lines]
     return changes
 
 
@@ -446,6 +463,8 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
                 kind: Kind = "replaced" if any(c.key in IDENTITY for c in keys) else "changed"
                 resources.append(ResourceChange(f"{resource['type']}::{resource['name']}", kind, keys))
     outputs = key_changes(old.get("outputs") or {}, new.get("outputs") or {})
+    secrets = key_changes(old.get("secrets") or {}, new.get("secrets") or {}) if "secrets" in old else []
+    steps += _rotated_key_steps(secrets, after, {(c.node, c.step) for c in steps})
     warnings = [str(w) for w in new.get("warnings") or []]
     earlier = {str(w) for w in old.get("warnings") or []}
     return PlanDiff(
@@ -457,7 +476,46 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
         warnings,
         [w for w in warnings if w not in earlier],
         acceptance_review_changes(old.get("acceptance"), new.get("acceptance")),
+        secrets,
     )
+
+
+CONNECTION_KEYS = ("ssh.privateKey", "ssh.bastion.privateKey")
+
+
+def _rotated_key_steps(
+    secrets: list[KeyChange], after: Mapping[str, Mapping[str, Any]], changed: set[tuple[str, str]]
+) -> list[StepChange]:
+    """An SSH key of the stack's connections rotated: every step that connects with it has a new `connection`
+    input, so `up` runs it again (pulumi-command reruns create on any input change); offline plans hold a
+    placeholder for the key, so the steps are found by how they authenticate."""
+    rotated = [c for c in secrets if c.key in CONNECTION_KEYS]
+    if not rotated:
+        return []
+    why = (
+        f"connection changed: {', '.join(c.key for c in rotated)} rotated (encrypted value"
+        f" {', '.join(f'{c.old} -> {c.new}' for c in rotated)}); the step runs again with the new key, checking"
+        " before it acts"
+    )
+    out = []
+    for resource in after.values():
+        if resource["type"] not in NODE_RESOURCES:
+            continue
+        connection = resource.get("connection") or {}
+        uses_key = connection.get("auth") == "privateKey" or (
+            "ssh.bastion.privateKey" in {c.key for c in rotated} and "bastion" in connection
+        )
+        node, step = str(resource.get("runsOn") or "unknown"), _step_name(resource)
+        if not uses_key or (node, step) in changed:
+            continue
+        replace_on = ["triggers", *(resource["options"].get("replaceOnChanges") or [])]
+        if resource["type"] == SCRIPT_COPY and _under("connection", replace_on):
+            out.append(
+                StepChange(node, step, "replaced", "replaced (connection changed): the scripts are copied again")
+            )
+        else:
+            out.append(StepChange(node, step, "re-runs", why))
+    return out
 
 
 def acceptance_review_changes(old: Any, new: Any) -> list[str]:
@@ -515,6 +573,21 @@ def load_plan(path: Path) -> dict[str, Any]:
 _MARK = {"added": "+", "removed": "-", "re-runs": "~", "replaced": "±", "changed": "~"}
 
 
+def _node_block(changes: list[StepChange]) -> list[str]:
+    grouped: dict[tuple[Kind, str, tuple[str, ...]], list[str]] = {}
+    for change in changes:
+        grouped.setdefault((change.kind, change.why, tuple(change.script)), []).append(change.step)
+    lines = []
+    for (kind, why, script), steps in grouped.items():
+        named = steps[0] if len(steps) == 1 else f"{', '.join(steps)} ({len(steps)} steps)"
+        lines.append(f"    {_MARK[kind]} {named:<24} {kind}: {why}")
+        shown = script[:SCRIPT_LINES_SHOWN]
+        lines += [f"        {line}" for line in shown]
+        if len(script) > len(shown):
+            lines.append(f"        ... {len(script) - len(shown)} more changed lines")
+    return lines
+
+
 def render(diff: PlanDiff, title: str = "plan diff") -> str:
     warnings = [f"  {'+' if w in diff.new_warnings else ' '} {w}" for w in diff.warnings]
     if warnings:
@@ -530,14 +603,16 @@ def render(diff: PlanDiff, title: str = "plan diff") -> str:
     by_node = diff.steps_by_node()
     if by_node:
         lines += ["", "nodes (steps that re-run, are replaced, added or removed on `up`)"]
+        # Nodes whose changes read the same (four GPU workers, one version bump) are one block; within a node, steps
+        # with the same change are one line.
+        blocks: dict[tuple[str, ...], list[str]] = {}
         for node, changes in by_node.items():
-            lines.append(f"  {node}")
-            for change in changes:
-                lines.append(f"    {_MARK[change.kind]} {change.step:<24} {change.kind}: {change.why}")
-                shown = change.script[:SCRIPT_LINES_SHOWN]
-                lines += [f"        {line}" for line in shown]
-                if len(change.script) > len(shown):
-                    lines.append(f"        ... {len(change.script) - len(shown)} more changed lines")
+            blocks.setdefault(tuple(_node_block(changes)), []).append(node)
+        for block, nodes in blocks.items():
+            lines.append(
+                f"  {', '.join(nodes)}" + (f" (the same on each of the {len(nodes)})" if len(nodes) > 1 else "")
+            )
+            lines += block
     if diff.releases:
         lines += ["", "releases"]
         for release in diff.releases:
@@ -554,6 +629,9 @@ def render(diff: PlanDiff, title: str = "plan diff") -> str:
             said = {"replaced": f" ({REPLACED_OBJECT})", "changed": ""}.get(resource.kind, f" ({resource.kind})")
             lines.append(f"  {_MARK[resource.kind]} {resource.resource}{said}")
             lines += [f"      {c}" for c in resource.keys]
+    if diff.secrets:
+        lines += ["", "secrets (their encrypted text in the stack file changed; nothing of a secret is shown)"]
+        lines += [f"  {c}" for c in diff.secrets]
     if diff.acceptance:
         lines += ["", "acceptance (what the acceptance step tests on `up`)"] + [f"  {c}" for c in diff.acceptance]
     if diff.outputs:

@@ -20,12 +20,13 @@ from ..config.derived import acceptance_wanted
 from ..config.spec import Spec
 from ..render import kubeadm, yaml_text
 from ..render.acceptance import OUTPUT as ACCEPTANCE_OUTPUT
-from ..render.acceptance import acceptance_review
 from ..render.containerd import containerd_config_toml
 from ..render.kubelet import kubelet_configuration
 from ..render.kubelet_placement import parse_minor
-from ..render.shell import expand_stored, script_of_command, split_parts, store_catalog, stored_files_of
+from ..render.shell import script_of_command, split_parts, store_catalog, stored_files_of
+from .diff import diff_plans
 from .engine import ProgramRun, RecordedResource
+from .review import acceptance_review, review
 
 COMMAND = "command:remote:Command"
 SCRIPT_COPY = "command:remote:CopyToRemote"
@@ -123,9 +124,11 @@ def plan_document(
     ordered: list[RecordedResource] | None = None,
     at: datetime | None = None,
     previous: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """ordered: run_order(run.resources), when the caller has it already (it is a large plan's second cost).
-    previous: the last deployment's outputs (--stack-outputs), which acceptance's review reads."""
+    previous: the last deployment's outputs (--stack-outputs), which acceptance's review reads. secrets: per secret
+    key path, a digest of its encrypted text (StackFile.secret_digests), so a rotated secret shows."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     resources = []
     placement: dict[str, Any] = {}
@@ -156,6 +159,7 @@ def plan_document(
         "outputs": {k: v.for_plan() for k, v in run.outputs.items()},
         "scripts": sourced_scripts(resources),
         "acceptance": _acceptance(spec, previous),
+        "secrets": dict(sorted((secrets or {}).items())),
     }
 
 
@@ -220,18 +224,19 @@ class _ContentFiles:
 def _node_scripts(
     ordered: list[RecordedResource], spec: Spec | None, out: Path, catalog: dict[str, str]
 ) -> dict[str, list[str]]:
-    """nodes/<node>/NN-<resource>.sh in run order (registration order within a host), each file as it runs with
-    what it sources from the node's copy written out."""
+    """nodes/<node>/NN-<resource>.sh in run order (registration order within a host), each as the node gets it: its
+    settings and the shared files it sources, which are written once under scripts/ (the library and every step's
+    body), so a 1,000-node plan is read in the time a 9-node one is: each distinct text once."""
     host_to_node = {n.host: n.name for n in spec.nodes} if spec else {}
     per_node: dict[str, list[str]] = defaultdict(list)
     files = _ContentFiles(out / "nodes")
-    expanded: dict[str, str] = {}
+    used: set[str] = set()
 
-    def expand(text: str) -> str:
-        # Thousands of nodes run the same few parts: write each one out once.
-        if text not in expanded:
-            expanded[text] = expand_stored(text, catalog)
-        return expanded[text]
+    def as_sent(text: str, header: str) -> str:
+        sourced = stored_files_of(text)
+        used.update(sourced)
+        shared = ", ".join(f"scripts/{name}" for name in sourced)
+        return header + (f"# sources, from this plan folder: {shared}\n" if shared else "") + text
 
     for r in ordered:
         if r.type != COMMAND:
@@ -254,19 +259,21 @@ def _node_scripts(
                 f"#!/usr/bin/env bash\n# step {step}: one part of the node's {command_step} command"
                 " (lib.sh sourced before it)\n"
             )
-            files.write(out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", header + expand(text))
+            files.write(out / "nodes" / _safe(node) / f"{index:02d}-{_safe(name)}.sh", as_sent(text, header))
             per_node[node].append(name)
         if parts:
             continue
-        files.write(base.with_suffix(".sh"), expand(script) if script else f"{create}\n")
+        files.write(base.with_suffix(".sh"), as_sent(script, "") if script else f"{create}\n")
         delete = r.inputs.get("delete")
         if isinstance(delete, str):
             on_delete = script_of_command(delete)
             files.write(
-                base.parent / f"{base.name}.on-delete.sh",
-                expand(on_delete) if on_delete else f"{delete}\n",
+                base.parent / f"{base.name}.on-delete.sh", as_sent(on_delete, "") if on_delete else f"{delete}\n"
             )
         per_node[node].append(r.name)
+    for name in sorted(used):
+        if name in catalog:
+            _write(out / "scripts" / name, catalog[name])
     return per_node
 
 
@@ -316,20 +323,42 @@ def write_plan(
     spec: Spec | None,
     at: datetime | None = None,
     previous: Mapping[str, Any] | None = None,
+    earlier: Mapping[str, Any] | None = None,
+    compared_with: str | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> str:
-    """Write every plan file under `out` (replacing what was there) and return the terminal summary."""
+    """Write every plan file under `out` (replacing what was there) and return the terminal text: the review's
+    first screen (REVIEW.md; against `earlier`, an earlier plan, when given), then everything planned."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     ordered = run_order(run.resources)
-    document = plan_document(run, project=project, stack=stack, spec=spec, ordered=ordered, at=at, previous=previous)
-    _write(out / "plan.json", json.dumps(document, indent=2, sort_keys=False) + "\n")
+    document = plan_document(
+        run, project=project, stack=stack, spec=spec, ordered=ordered, at=at, previous=previous, secrets=secrets
+    )
     per_node = _node_scripts(ordered, spec, out, document["scripts"])
     if spec is not None:
         _configs(spec, out)
     releases = _releases(ordered, out)
     manifests = _manifests(run.resources, out)
-    return summary(ordered, per_node, releases, manifests, stack)
+    # The diff reads both plans as plan.json holds them.
+    diff = diff_plans(earlier, json.loads(json.dumps(document))) if earlier is not None else None
+    first_screen = review(
+        stack=stack,
+        at=document["at"],
+        per_node=per_node,
+        releases=releases,
+        acceptance=document["acceptance"],
+        warnings=document["warnings"],
+        deployed=bool(previous),
+        diff=diff,
+        compared_with=compared_with,
+    )
+    document["review"] = first_screen
+    _write(out / "plan.json", json.dumps(document, indent=2, sort_keys=False) + "\n")
+    _write(out / "REVIEW.md", "\n".join(["```text", *first_screen, "```"]) + "\n")
+    everything = summary(ordered, per_node, releases, manifests, stack)
+    return "\n".join([*first_screen, "", "everything planned (run order)", "", everything])
 
 
 def summary(

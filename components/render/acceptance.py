@@ -26,7 +26,7 @@ from ..acceptance.verdict import QUARANTINE_TAINT, NodeEvidence, ctrf_report, ju
 from ..acceptance.waves import plan_waves
 from ..config import checks
 from ..config.acceptance import AcceptanceSettings, loopback_fabric
-from ..config.derived import acceptance_wanted, multi_node_fabric, node_taints, tested_nodes
+from ..config.derived import multi_node_fabric, node_taints, tested_nodes
 from ..config.gpu import GpuOperatorSpec
 from ..config.kueue import CPU_FLAVOR, KueueSpec, flavor_name
 from ..config.network import NetworkSpec
@@ -489,11 +489,13 @@ it was tested on (nodes[].driver), which the next plan compares. The step's inpu
 preview."""
 
 
-def needs_drivers(spec: Spec, previous: Mapping[str, Any] | None) -> bool:
+def needs_drivers(
+    nodes: tuple[NodeSpec, ...], acceptance: AcceptanceSettings, previous: Mapping[str, Any] | None
+) -> bool:
     """Whether the plan depends on the nodes' drivers: only to compare a recorded node's driver with its current one
     (a never-tested node is due whatever its driver)."""
     previous_nodes = (previous or {}).get("nodes") or {}
-    return any(node.name in previous_nodes for node in tested_nodes(spec.nodes, spec.acceptance.nodes))
+    return any(node.name in previous_nodes for node in tested_nodes(nodes, acceptance.nodes))
 
 
 def plan_tests(spec: Spec, previous: Mapping[str, Any] | None, host_drivers: Mapping[str, str | None] | None) -> Plan:
@@ -803,49 +805,3 @@ def summary_config_map(outcome: Outcome) -> dict[str, str]:
     data["failed"] = str(len(outcome.failed))
     data["summary.json"] = json.dumps(outcome.summary, sort_keys=True)
     return data
-
-
-# ---- the review: what the step will do, known at preview -------------------------------------------------------
-
-
-def acceptance_review(spec: Spec, previous: Mapping[str, Any] | None) -> dict[str, Any]:
-    """What acceptance does on this `up`, from the stack and the last deployment's `acceptance` output alone: the
-    nodes it tests and why, the level, the tests, each floor with its source, the images. Where a node's retest
-    hangs on its driver (a recorded node, whose GPU preflight reads the driver during `up`), the review says so
-    instead of guessing."""
-    settings = spec.acceptance
-    tested = tested_nodes(spec.nodes, settings.nodes)
-    drivers_needed = needs_drivers(spec, previous)
-    plan = plan_tests(spec, previous, None)
-    if drivers_needed:
-        # Each recorded node's driver taken as unchanged: what is due then is due whatever the drivers are.
-        plan = plan_tests(spec, previous, dict(plan.recorded_drivers))
-    acceptance = with_level(spec, settings.level).acceptance.acceptance_spec()
-    floors = []
-    fabric = multi_node_fabric(spec)
-    for model in sorted({n.gpu.model for n in tested if n.gpu is not None}):
-        for test, on in (("loopback", loopback_fabric(model)), ("all-reduce", fabric)):
-            if test == "all-reduce" and not multi_node_runs(spec):
-                continue
-            floor = acceptance.floor_for(test, model, on)  # type: ignore[arg-type]
-            floors.append(
-                {
-                    "test": test,
-                    "gpuModel": model,
-                    "fabric": on,
-                    "gbps": floor.gbps if floor else None,
-                    "source": floor.source if floor else "no floor: reported, not judged",
-                }
-            )
-    groups = [list(g.nodes) for g in node_groups(spec.nodes, spec.kueue, settings.nodes) if len(g.nodes) > 1]
-    return {
-        "enabled": acceptance_wanted(spec),
-        "level": settings.level,
-        "nodes": [n.name for n in tested],
-        "due": {name: list(why) for name, why in sorted(plan.due.items())},
-        "dueDecidedDuringUp": drivers_needed,
-        "retest": settings.retest,
-        "floors": floors,
-        "multiNodeGroups": groups if multi_node_runs(spec) else [],
-        "images": {"dcgm": settings.dcgm_image, "ncclTests": settings.nccl_tests_image},
-    }
