@@ -473,8 +473,13 @@ def submission_files(spec: Spec, directory: Path, *, stack: str) -> dict[str, st
         f"# AI conformance submission of stack {stack} (Kubernetes 1.{minor})\n\n"
         "`PRODUCT.yaml` is the checklist of this Kubernetes minor (cncf/k8s-ai-conformance, docs/) filled from the"
         " stack's configuration: ids, descriptions and levels as upstream wrote them. Before a pull request:\n\n"
-        "1. Replace every `FILL IN` in `metadata` (vendorName must match the CNCF member name; k8sConformanceUrl"
-        " needs the product's Kubernetes Conformance submission first).\n"
+        "1. Replace every `FILL IN` in `metadata` (vendorName must match the CNCF member name"
+        + (
+            "; k8sConformanceUrl needs the product's Kubernetes Conformance submission first"
+            if "k8sConformanceUrl" in metadata
+            else ""
+        )
+        + ").\n"
         "2. Evidence must be publicly reachable: publish the `docs/...` references under documentationUrl and"
         " rewrite them as URLs.\n"
         "3. Add, for every MUST, what only a running cluster shows (right-hand column below).\n\n"

@@ -290,3 +290,18 @@ def test_the_submission_is_product_yaml_in_its_version_folder_with_what_a_person
     assert all(row.count(" | ") == 4 for row in rows), [r for r in rows if r.count(" | ") != 4]
     musts = [row for row in rows if " | MUST | Implemented | " in row]
     assert musts and all("published as URLs" in row for row in musts)
+
+
+@pytest.mark.parametrize(("minor", "asks_for_k8s_conformance"), [("1.35.8", True), ("1.36.4", False)])
+def test_the_submission_asks_only_for_the_metadata_its_minors_template_has(
+    tmp_path: Path, minor: str, asks_for_k8s_conformance: bool
+) -> None:
+    """The 1.36 template dropped k8sConformanceUrl (cncf/k8s-ai-conformance AIConformance-1.36.yaml metadata): the
+    submission neither adds it nor asks for it."""
+    values, secret = stack_values("onprem")
+    spec = load_spec({**values, "kubernetesVersion": minor}, secret)
+    files = conformance.submission_files(spec, conformance.templates_dir(None), stack="onprem")
+    (product,) = [text for name, text in files.items() if name.endswith("PRODUCT.yaml")]
+    (evidence,) = [text for name, text in files.items() if name.endswith("EVIDENCE.md")]
+    assert ("k8sConformanceUrl" in yaml.safe_load(product)["metadata"]) is asks_for_k8s_conformance
+    assert ("k8sConformanceUrl" in evidence) is asks_for_k8s_conformance
