@@ -85,6 +85,15 @@ class KubernetesApi:
         """(verb, object) of every accepted write, in order: create, update, delete (gone), terminating."""
         self._lock = threading.Lock()
 
+    def snapshot(self) -> tuple[dict[ObjectKey, dict[str, Any]], dict[ObjectKey, dict[str, Any]]]:
+        """The cluster's objects (a test that restores the hosts and the engine's state restores these with them)."""
+        with self._lock:
+            return copy.deepcopy(self.objects), copy.deepcopy(self.terminating)
+
+    def restore(self, snapshot: tuple[dict[ObjectKey, dict[str, Any]], dict[ObjectKey, dict[str, Any]]]) -> None:
+        with self._lock:
+            self.objects, self.terminating = copy.deepcopy(snapshot[0]), copy.deepcopy(snapshot[1])
+
     @staticmethod
     def _describe(key: ObjectKey) -> str:
         group, kind, namespace, name = key

@@ -345,7 +345,12 @@ class Sweeper:
         cluster = json.loads(json.dumps(scenario.cluster).replace("{subnet}", fleet.address(0).rsplit(".", 1)[0]))
         values, self.secret = fleet.stack_values(nodes, cluster=cluster)
         self.values = scenario.prepare(fleet, self.engine, values, self.secret)
-        self.saved = (copy.deepcopy(self.engine.state), copy.deepcopy(self.engine.stack_outputs))
+        # The cluster's objects are restored with the hosts and the engine's state: they are one deployment.
+        self.saved = (
+            copy.deepcopy(self.engine.state),
+            copy.deepcopy(self.engine.stack_outputs),
+            self.engine.kubernetes.snapshot(),
+        )
         self.start = workdir / "start"
         fleet.snapshot(self.start)
         self.expected, self.calls = self._reference()
@@ -356,6 +361,7 @@ class Sweeper:
     def _restore(self) -> None:
         self.fleet.restore(self.start)
         self.engine.state, self.engine.stack_outputs = copy.deepcopy(self.saved[0]), copy.deepcopy(self.saved[1])
+        self.engine.kubernetes.restore(self.saved[2])
 
     def _reference(self) -> tuple[dict[str, Any], dict[str, list[str]]]:
         since = {name: log_offsets(self.fleet, name) for name in self.fleet.hosts}
