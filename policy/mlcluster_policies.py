@@ -294,6 +294,9 @@ DECLARED_GPUS_ANNOTATION = "mlcluster.io/declared-gpus"
 nodes' GPUs × MIG slices × time-slicing replicas, or kueue.inventory), as JSON: {"nvidia.com/gpu": 32}; `unchecked`
 where validation could not count them (components/render/kueue.py). One number for both checks."""
 UNCHECKED = "unchecked"
+FLAVOR_LABEL = "mlcluster.io/flavor"
+"""On each flavor the program makes: the name the quotas use (a flavor with a topology is named after the fields
+Kueue freezes, components/render/kueue.py named_after), which the policy config's gpuInventory names too."""
 _NODE_LABELS = re.compile(r"name: node-labels\s*\n\s*value: ['\"]?([^\s'\"]+)")
 
 
@@ -355,6 +358,10 @@ def _kueue_quotas_within_inventory(args: StackValidationArgs, report: ReportViol
         for f in flavor_objects
     }
     declared = declared_inventory(flavor_objects)
+    quota_names = {
+        _get(_get(f.props, "metadata"), "name"): (_get(_get(f.props, "metadata"), "labels") or {}).get(FLAVOR_LABEL)
+        for f in flavor_objects
+    }
     # The policy config wins over the stack's declaration: it is the operator's word on a cluster it knows.
     configured = {str(k): {GPU: int(v)} for k, v in (args.get_config().get("gpuInventory") or {}).items()}
     nodes = node_inventory(args)
@@ -380,8 +387,9 @@ def _kueue_quotas_within_inventory(args: StackValidationArgs, report: ReportViol
                         if not has_cohort:
                             without_cohort.add(key)
     for (flavor, resource), total in sorted(quota.items()):
-        if flavor in configured:
-            capacity = configured[flavor].get(resource)
+        named = quota_names.get(flavor) or flavor
+        if named in configured or flavor in configured:
+            capacity = configured.get(named, configured.get(flavor, {})).get(resource)
         elif flavor in declared:
             counts = declared[flavor]
             if counts is None:

@@ -398,3 +398,23 @@ def test_offline_policy_cli(tmp_path) -> None:
     reported = policy_cli("--stack-file", str(bad), "--config", str(advisory))
     assert reported.returncode == 0 and "FAIL kubelet-thresholds-sane: " in reported.stdout
     assert "chart-versions-pinned" not in reported.stdout
+
+
+def declare_h100s_in_racks(values: dict[str, Any]) -> None:
+    declare_h100s(values)
+    values["kueue"]["topology"] = {
+        "levels": ["block"],
+        "nodeLabels": {"block": "cloud.google.com/gce-topology-block"},
+        "trainingLevel": "block",
+    }
+
+
+def test_the_policy_configs_inventory_names_a_topology_flavor_by_the_quotas_name() -> None:
+    """With a topology the flavor's object is `<model>-<digest>` (components/render/kueue.py, named_after); the
+    operator's gpuInventory names it as the quotas do, by its mlcluster.io/flavor label."""
+    resources = program("cloud", declare_h100s_in_racks)
+    flavor = next(r for r in resources if r.type.endswith(":ResourceFlavor") and "h100" in r.name)
+    assert str(flavor.wire["metadata"]["name"]).startswith("h100-80gb-")
+    assert check("kueue-quotas-within-inventory", resources) == Outcome([], None)
+    refused = check("kueue-quotas-within-inventory", resources, {"gpuInventory": {"h100-80gb": 8}})
+    assert refused.violations and "16 nvidia.com/gpu of nominal quota, but its nodes have 8" in refused.violations[0]
