@@ -26,7 +26,7 @@ import yaml
 from .config import checks
 from .config.derived import GPU_TAINT, custom_metric_deployments, lost_musts, monitoring_wanted
 from .config.gpu import MIG_CONFIG_LABEL
-from .config.serving import gateway_wanted
+from .config.serving import gateway_wanted, llm_endpoints
 from .config.spec import Spec
 from .config.stack_cli import PROJECT_ROOT
 from .render import gpu_operator as gpu_render
@@ -39,6 +39,7 @@ from .render.monitoring import (
     dcgm_scraped,
     scrape_monitors,
 )
+from .render.serving import KSERVE_GATEWAY
 
 TEMPLATES_ENV = "MLCLUSTER_AI_CONFORMANCE_TEMPLATES"
 DEFAULT_TEMPLATES = PROJECT_ROOT.parent / "shared" / "fixtures" / "upstream" / "conformance" / "cncf-k8s-ai-conformance"
@@ -186,7 +187,7 @@ def _gang_scheduling(spec: Spec) -> Assessment:
     gang = wait_for_pods_ready(kueue)
     evidence = [
         f"HelmRelease kueue/{kueue.namespace} (chart kueue {kueue.version}): ConfigMap kueue-manager-config,"
-        f" integrations.frameworks {integrations(spec.kubeflow)}",
+        f" integrations.frameworks {integrations(spec.kubeflow, spec.kserve)}",
         "docs/kueue.md#gang-scheduling",
     ]
     if gang is None:
@@ -337,7 +338,30 @@ def _robust_controller(spec: Spec) -> Assessment:
 
 
 def _advanced_inference_ingress(spec: Spec) -> Assessment:
-    return Assessment(NOT_IMPLEMENTED, notes="No Gateway API Inference Extension is installed.")
+    kserve = spec.kserve
+    picked = [e for e in llm_endpoints(kserve) if e.routing == "picker"]
+    if not picked:
+        why = (
+            "no kserve.llm endpoint routes through the endpoint picker"
+            if llm_endpoints(kserve)
+            else "no kserve.llm endpoint is configured"
+        )
+        return Assessment(NOT_IMPLEMENTED, notes=f"No Gateway API Inference Extension route: {why}.")
+    names = ", ".join(f"{e.namespace}/{e.name}" for e in picked)
+    return Assessment(
+        IMPLEMENTED,
+        [
+            f"HelmRelease kserve-llmisvc-resources {kserve.version}: the InferencePool CRD"
+            " (inference.networking.k8s.io/v1) and KServe's LLMInferenceService controller",
+            f"LLMInferenceService {names}: router.scheduler (llm-d endpoint picker, KV-cache and queue aware) and"
+            " an InferencePool behind an HTTPRoute on Gateway "
+            f"{kserve.namespace}/{KSERVE_GATEWAY}",
+            f"HelmRelease ai-gateway {kserve.llm.ai_gateway_version} (Envoy AI Gateway): Envoy Gateway's extension"
+            " server for InferencePool backends (config.envoyGateway.extensionManager.backendResources)",
+            "docs/serving.md",
+        ],
+        "",
+    )
 
 
 def _high_performance_networking(spec: Spec) -> Assessment:
@@ -352,7 +376,21 @@ def _high_performance_networking(spec: Spec) -> Assessment:
 
 
 def _disaggregated_inference(spec: Spec) -> Assessment:
-    return Assessment(NOT_IMPLEMENTED, notes="No disaggregated (prefill/decode) inference solution is installed.")
+    split = [e for e in llm_endpoints(spec.kserve) if e.prefill is not None]
+    if not split:
+        return Assessment(NOT_IMPLEMENTED, notes="No kserve.llm endpoint sets prefill (prefill/decode disaggregation).")
+    names = ", ".join(f"{e.namespace}/{e.name} ({e.prefill.replicas if e.prefill else 0} prefill)" for e in split)
+    return Assessment(
+        IMPLEMENTED,
+        [
+            f"LLMInferenceService {names}: spec.prefill, a separately scaled prefill Deployment (<name>-kserve-prefill)"
+            " beside the decode workload; the endpoint picker sends each request to a prefill pod, then a decode pod",
+            "KV cache handed over by vLLM's NixlConnector (kv_producer/kv_consumer)"
+            + (" over the RDMA device (network.rdma)" if spec.network.rdma.enabled else " over TCP (network.rdma off)"),
+            "docs/serving.md",
+        ],
+        "",
+    )
 
 
 ASSESSMENTS: dict[str, Callable[[Spec], Assessment]] = {

@@ -61,6 +61,15 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         },
         "mlcluster:storage.enabled: cluster.provider aks brings a default StorageClass",
     ),
+    "prefill/decode without RDMA": (
+        {
+            "kserve": {
+                "enabled": True,
+                "llm": {"endpoints": [{"name": "chat", "model": "hf://Qwen/Qwen2.5-0.5B", "prefill": {}}]},
+            }
+        },
+        "mlcluster:kserve.llm.endpoints[0].prefill: moves each request's KV cache",
+    ),
     "knative costs": (
         {"kserve": {"enabled": True, "deploymentMode": "Knative"}},
         "mlcluster:kserve.deploymentMode: ",

@@ -33,7 +33,7 @@ from .images import ImageSetSpec, ImageSpec, ImagesSpec
 from .kueue import GPU_RESOURCE, GPU_RESOURCE_PREFIX, TOPOLOGY_LABEL_PREFIX, TopologySpec, flavor_name
 from .monitoring import FaultMode
 from .nodes import NodeSpec
-from .serving import EndpointSpec, InferenceDeploymentSpec, gateway_wanted, queue_endpoints
+from .serving import EndpointSpec, InferenceDeploymentSpec, gateway_wanted, keda_wanted, llm_endpoints
 from .spec import Spec
 from .support import Installed
 
@@ -214,6 +214,11 @@ def unqueued_gpus(spec: Spec) -> dict[str, int]:
                     # An endpoint with versions (a canary) is one InferenceService per version, each at minReplicas.
                     copies = len(item.isvc_names()) if isinstance(item, EndpointSpec) else 1
                     held[f"{kind} {item.name}"] = item.gpus * item.min_replicas * copies
+        for llm in llm_endpoints(spec.kserve):
+            if llm.queue is None:
+                # Decode replicas at their fewest, and the prefill pods beside them.
+                prefill = llm.prefill.replicas * llm.prefill_gpus if llm.prefill else 0
+                held[f"LLM endpoint {llm.name}"] = llm.gpus * llm.replicas + prefill
     if spec.workloads.notebook:
         held["notebook"] = 1
     return held
@@ -409,7 +414,7 @@ def installed_components(spec: Spec) -> list[Installed]:
         (kserve.enabled, "KServe", "kserve.version", kserve.version),
         (kserve.enabled, "cert-manager", "kserve.certManagerVersion", kserve.cert_manager_version),
         (gateway_wanted(kserve), "Envoy Gateway", "kserve.gateway.version", kserve.gateway.version),
-        (bool(queue_endpoints(kserve)), "KEDA", "kserve.kedaVersion", kserve.keda_version),
+        (keda_wanted(kserve), "KEDA", "kserve.kedaVersion", kserve.keda_version),
         (spec.kubeflow.enabled, "Kubeflow Trainer", "kubeflow.version", spec.kubeflow.version),
         (monitoring_wanted(spec), "kube-prometheus-stack", "monitoring.version", monitoring.version),
         (

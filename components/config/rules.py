@@ -47,8 +47,9 @@ from .kueue import (
     parse_quantity,
     release_minor,
 )
+from .llm import gpu_sharing, validate_llm_on_cluster
 from .schema import Problems, config_key, join_path
-from .serving import queue_endpoints, validate_serving_on_cluster
+from .serving import autoscaled_llm_endpoints, keda_wanted, llm_endpoints, queue_endpoints, validate_serving_on_cluster
 from .spec import Spec
 from .support import range_problem, unknown_version_note
 from .workloads import YOLO_JOB_NAME, TrainingWorkloadSpec
@@ -807,18 +808,29 @@ def _validate_queue_endpoints(spec: Spec, problems: Problems) -> None:
             f"{endpoint.autoscaling.metric} scales through KEDA on a Prometheus query, and Prometheus comes with"
             " monitoring: set monitoring.enabled: true, or scale on cpu or memory",
         )
-    if not queued or not monitoring_wanted(spec):
+    for llm in autoscaled_llm_endpoints(spec.kserve) if not monitoring_wanted(spec) else []:
+        i = spec.kserve.llm.endpoints.index(llm)
+        problems.error(
+            f"kserve.llm.endpoints[{i}].autoscaling",
+            "scales through KEDA on a Prometheus query, and Prometheus comes with monitoring: set"
+            " monitoring.enabled: true, or remove autoscaling (a fixed replicas count)",
+        )
+    if not keda_wanted(spec.kserve) or not monitoring_wanted(spec):
         return
+    scaled_by_keda = (
+        f"kserve.endpoints[{spec.kserve.endpoints.index(queued[0])}] (metric {queued[0].autoscaling.metric})"
+        if queued
+        else f"kserve.llm.endpoints[{spec.kserve.llm.endpoints.index(autoscaled_llm_endpoints(spec.kserve)[0])}]"
+    )
     # Both KEDA and prometheus-adapter register v1beta1.external.metrics.k8s.io; a cluster has one of them.
     for deployment in custom_metric_deployments(spec):
         if deployment.autoscaling.metric == "external":
             i = spec.kserve.deployments.index(deployment)
-            first = spec.kserve.endpoints.index(queued[0])
             problems.error(
                 f"kserve.deployments[{i}].autoscaling.metric",
                 f"external needs prometheus-adapter to serve the external metrics API, which KEDA serves for"
-                f" kserve.endpoints[{first}] (metric {queued[0].autoscaling.metric}): the API has one server per"
-                " cluster; scale this deployment on metric pods, or the endpoint on cpu or memory",
+                f" {scaled_by_keda}: the API has one server per cluster; scale this deployment on metric pods, or"
+                " the endpoint on cpu or memory",
             )
 
 
@@ -888,6 +900,16 @@ def serving_on_cluster(spec: Spec, problems: Problems) -> None:
         provider=spec.cluster.provider,
         node_gpus=[n.gpu.count for n in spec.nodes if n.gpu is not None],
         team_namespaces=team_namespaces,
+        problems=problems,
+    )
+    gpu = spec.gpu_operator
+    validate_llm_on_cluster(
+        spec.kserve.llm,
+        llm_endpoints(spec.kserve),
+        node_gpus=[n.gpu.count for n in spec.nodes if n.gpu is not None] if spec.cluster.mode == "kubeadm" else None,
+        gpu_sharing=gpu_sharing(gpu.mig_strategy, gpu.time_slicing_replicas) if gpu.enabled else None,
+        team_namespaces={t.name: t.queue_namespace for t in spec.kueue.teams} if spec.kueue.enabled else {},
+        rdma=spec.network.rdma.enabled,
         problems=problems,
     )
 

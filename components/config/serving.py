@@ -9,6 +9,7 @@ from typing import Literal
 
 from . import checks, formats
 from .inference_gateway import EndpointVersionSpec, GatewaySpec, HeaderRouteSpec, validate_routes
+from .llm import LlmEndpointSpec, LlmSpec
 from .schema import Problems, join_path, setting, show
 
 KNATIVE_COST = (
@@ -20,6 +21,11 @@ KNATIVE_COST = (
     " scale-to-zero is worth that"
 )
 
+
+LLM_SINCE = (0, 20)
+"""The first KServe release whose llmisvc charts mlcluster renders and validates (v0.20.0, the pinned one)."""
+LLM_NAMESPACE = "kserve"
+"""The namespace KServe v0.20.0's LLMInferenceService charts are built for."""
 
 PLATFORM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "cert-manager", "knative-serving")
 """Namespaces mlcluster or Kubernetes own; endpoint namespaces are created (and deleted) by mlcluster."""
@@ -260,15 +266,26 @@ class KserveSpec:
     deployments: tuple[InferenceDeploymentSpec, ...] = setting(
         (), doc="Inference servers that are not KServe: Deployment + Service + HPA (autoscaling/v2)."
     )
+    llm: LlmSpec = setting(
+        default_factory=LlmSpec,
+        doc="LLM endpoints: KServe LLMInferenceService (llm-d), routed by an endpoint picker, multi-node through"
+        " LeaderWorkerSet (docs/serving.md).",
+    )
 
     def validate(self, path: str, problems: Problems) -> None:
-        for key, items in (("endpoints", self.endpoints), ("deployments", self.deployments)):
+        items_by_key = (
+            ("endpoints", self.endpoints),
+            ("deployments", self.deployments),
+            ("llm.endpoints", self.llm.endpoints),
+        )
+        for key, items in items_by_key:
             if not self.enabled and items:
                 # The serving layer (and metrics-server with it) is only installed when KServe is.
                 problems.error(join_path(path, key), "needs the serving layer: set kserve.enabled: true or remove them")
         if self.deployment_mode == "Knative":
             problems.warn(join_path(path, "deploymentMode"), KNATIVE_COST)
         self._validate_endpoints(join_path(path, "endpoints"), problems)
+        self._validate_llm_endpoints(join_path(path, "llm.endpoints"), problems)
         # Whether a metrics adapter serves deployments' pods/external metrics depends on monitoring
         # (config/monitoring.py).
         self._validate_workloads(join_path(path, "deployments"), self.deployments, problems)
@@ -339,6 +356,55 @@ class KserveSpec:
                     " queue, through KEDA)",
                 )
 
+    def _validate_llm_endpoints(self, path: str, problems: Problems) -> None:
+        """LLMInferenceServices route through the Gateway mlcluster declares, and live beside no platform."""
+        if not self.llm.endpoints:
+            return
+        if self.deployment_mode == "Knative":
+            # The llmisvc controller makes Deployments and LeaderWorkerSets only: no code path reads deploymentMode
+            # (kserve v0.20.0 pkg/controller/v1alpha2/llmisvc), and Knative mode here routes through Kourier.
+            problems.error(
+                path,
+                "are LLMInferenceServices, which have no Knative mode (KServe's llmisvc controller makes Deployments"
+                " and LeaderWorkerSets and routes through Gateway API): switch kserve.deploymentMode to Standard,"
+                " or serve them as kserve.endpoints",
+            )
+        elif not gateway_wanted(self):
+            problems.error(
+                path,
+                "route through Gateway API (an HTTPRoute on kserve's Gateway): set kserve.gateway.enabled: true (or"
+                " leave it unset), or remove them",
+            )
+        version = major_minor(self.version)
+        if version is not None and version < LLM_SINCE:
+            problems.error(
+                "kserve.version",
+                f"{show(self.version)} predates the LLMInferenceService API mlcluster writes"
+                " (serving.kserve.io/v1alpha2,"
+                f" KServe v{LLM_SINCE[0]}.{LLM_SINCE[1]}): raise kserve.version, or remove kserve.llm.endpoints",
+            )
+        if self.namespace != LLM_NAMESPACE:
+            # kserve-llmisvc-crd's conversion webhook and CA injection name namespace kserve, and the controller
+            # looks its presets up there (charts/kserve-llmisvc-crd/templates L5-19; config_merge.go L741-758).
+            problems.error(
+                "kserve.namespace",
+                f"{show(self.namespace)} cannot hold LLM endpoints' controller: KServe's LLMInferenceService charts"
+                f" hard-code namespace {LLM_NAMESPACE} (the CRD's conversion webhook); set kserve.namespace:"
+                f" {LLM_NAMESPACE}, or remove kserve.llm.endpoints",
+            )
+        platform = self._platform_namespaces()
+        for i, endpoint in enumerate(self.llm.endpoints):
+            if endpoint.namespace in platform:
+                problems.error(
+                    join_path(join_path(path, i), "namespace"),
+                    f'"{endpoint.namespace}" belongs to the platform: put models in their own namespace, e.g. models',
+                )
+
+    def _platform_namespaces(self) -> set[str]:
+        platform = {self.namespace, self.knative.namespace, self.gateway.namespace, self.keda_namespace}
+        platform |= {self.llm.lws_namespace, self.llm.ai_gateway_namespace}
+        return platform | set(PLATFORM_NAMESPACES)
+
     def _validate_hostname(self, at: str, endpoint: EndpointSpec, problems: Problems) -> None:
         """The host KServe gives the endpoint on the Gateway (<name>-<namespace>.<domain>) is a route hostname
         too: its first label a DNS label (63), the whole at most 253 (checks.gateway_hostname)."""
@@ -379,8 +445,7 @@ class KserveSpec:
         self, path: str, items: Sequence[EndpointSpec | InferenceDeploymentSpec], problems: Problems
     ) -> None:
         """Rules endpoints and deployments share: unique per namespace, not in a platform namespace, min <= max."""
-        platform = {self.namespace, self.knative.namespace, self.gateway.namespace, self.keda_namespace}
-        platform |= set(PLATFORM_NAMESPACES)
+        platform = self._platform_namespaces()
         seen: dict[tuple[str, str], int] = {}
         for i, item in enumerate(items):
             at = join_path(path, i)
@@ -412,11 +477,39 @@ def gateway_wanted(spec: KserveSpec) -> bool:
     return spec.deployment_mode == "Standard"
 
 
+def llm_endpoints(spec: KserveSpec) -> tuple[LlmEndpointSpec, ...]:
+    """The LLMInferenceServices the stack makes (validation refuses them where they cannot route)."""
+    if not spec.enabled or spec.deployment_mode != "Standard" or not gateway_wanted(spec):
+        return ()
+    return spec.llm.endpoints
+
+
+def lws_wanted(spec: KserveSpec) -> bool:
+    """LeaderWorkerSet, when a replica spans nodes: no KServe chart bundles it (its ClusterRole only grants access)."""
+    return any(e.multi_node for e in llm_endpoints(spec))
+
+
+def ai_gateway_wanted(spec: KserveSpec) -> bool:
+    """Envoy AI Gateway, when an endpoint routes through its picker: Envoy Gateway v1.9.0 reaches an InferencePool
+    only through an extension server's custom backend (envoyproxy/gateway v1.9.0 internal/xds/translator, the
+    extension-xds-ir http-route-custom-backend cases)."""
+    return any(e.routing == "picker" for e in llm_endpoints(spec))
+
+
+def autoscaled_llm_endpoints(spec: KserveSpec) -> list[LlmEndpointSpec]:
+    return [e for e in llm_endpoints(spec) if e.autoscaling is not None]
+
+
 def queue_endpoints(spec: KserveSpec) -> list[EndpointSpec]:
     """Endpoints KEDA scales (KServe's `keda` autoscaler class) on a queue length read from Prometheus."""
     if not spec.enabled or spec.deployment_mode != "Standard":
         return []
     return [e for e in spec.endpoints if e.autoscaling.metric in QUEUE_METRICS]
+
+
+def keda_wanted(spec: KserveSpec) -> bool:
+    """KEDA, when an endpoint or an LLM endpoint scales on a queue length read from Prometheus."""
+    return bool(queue_endpoints(spec)) or bool(autoscaled_llm_endpoints(spec))
 
 
 def metrics_server_wanted(spec: KserveSpec, cluster_mode: str, provider: str) -> bool:

@@ -88,6 +88,21 @@ def _acceptance(section: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def _llm_routing(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per LLM endpoint: the request a client sends, then the route, what it sends to, and what serves."""
+    if not rows:
+        return []
+    lines = [f"LLM endpoints ({len(rows)}): a client POSTs to the Gateway's address"]
+    for row in rows:
+        chat = next((p for p in row["paths"] if p.endswith("/chat/completions")), row["paths"][0])
+        lines += [
+            f"  {row['endpoint']} (model {row['model']}): {chat} on Gateway {row['gateway']}",
+            f"    route {row['route']} -> {row['backend']} -> {row['workload']}",
+            f"    also /v1/chat/completions with {row['header']}; other paths (/v1/models) -> {row['other']}",
+        ]
+    return lines
+
+
 def review(
     *,
     stack: str,
@@ -95,6 +110,7 @@ def review(
     per_node: Mapping[str, Sequence[str]],
     releases: Sequence[tuple[str, str, str, str]],
     acceptance: Mapping[str, Any] | None,
+    llm_routing: Sequence[Mapping[str, Any]] = (),
     warnings: Sequence[str],
     deployed: bool,
     diff: PlanDiff | None = None,
@@ -121,6 +137,9 @@ def review(
     accepted = _acceptance(acceptance)
     if accepted and diff is None:
         lines += ["", *accepted]
+    routed = _llm_routing(llm_routing)
+    if routed and diff is None:
+        lines += ["", *routed]
     if diff is None and warnings:
         lines += ["", f"warnings ({len(warnings)})", *(f"  {w}" for w in warnings)]
     return lines

@@ -23,6 +23,7 @@ from ..render.acceptance import OUTPUT as ACCEPTANCE_OUTPUT
 from ..render.containerd import containerd_config_toml
 from ..render.kubelet import kubelet_configuration
 from ..render.kubelet_placement import parse_minor
+from ..render.llm import llm_routing
 from ..render.shell import script_of_command, split_parts, store_catalog, stored_files_of
 from .diff import diff_plans
 from .engine import ProgramRun, RecordedResource
@@ -159,6 +160,8 @@ def plan_document(
         "outputs": {k: v.for_plan() for k, v in run.outputs.items()},
         "scripts": sourced_scripts(resources),
         "acceptance": _acceptance(spec, previous),
+        # What a client calls and what serves it, per LLM endpoint (render/llm.py).
+        "llmRouting": llm_routing(spec.kserve) if spec is not None else [],
         "secrets": dict(sorted((secrets or {}).items())),
     }
 
@@ -349,6 +352,7 @@ def write_plan(
         per_node=per_node,
         releases=releases,
         acceptance=document["acceptance"],
+        llm_routing=document["llmRouting"],
         warnings=document["warnings"],
         deployed=bool(previous),
         diff=diff,

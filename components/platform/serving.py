@@ -3,8 +3,8 @@ KEDA (queue-scaled endpoints), then the model endpoints and their HTTPRoutes.
 
 Order: cert-manager (and, in Knative mode, the Knative Operator and a Ready KnativeServing) before kserve-crd,
 kserve-crd before the InferenceGateway (Envoy Gateway, GatewayClass, Gateway), both before the controller, the
-controller before its runtimes, the runtimes (and KEDA) before any endpoint, an endpoint's versions before its
-HTTPRoute.
+controller (and KEDA and LeaderWorkerSet) before the LLMInferenceService charts, those before the runtimes, the
+runtimes before any endpoint, an endpoint's versions before its HTTPRoute, an LLM endpoint before its ScaledObject.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 
 from ..config.derived import monitoring_wanted, platform_tolerations
-from ..config.serving import gateway_wanted
+from ..config.serving import gateway_wanted, llm_endpoints
 from ..config.spec import Spec
 from ..render import manifests
 from ..render.endpoints import (
@@ -27,6 +27,14 @@ from ..render.endpoints import (
     namespace_object,
 )
 from ..render.inference_gateway import endpoint_route, endpoint_routes
+from ..render.llm import (
+    llm_inference_service,
+    llm_namespaces,
+    llm_routing,
+    llmisvc_releases,
+    lws_release,
+    scaled_object,
+)
 from ..render.monitoring import prometheus_url
 from ..render.serving import (
     KNATIVE_SERVING_NAMESPACE,
@@ -62,6 +70,14 @@ class Serving(PlatformLayer):
                 self.manifest(knative_serving(kserve), [operator_release, serving_namespace], name="knative-serving")
             )
 
+        keda = keda_release(spec)
+        # KEDA's CRDs before any InferenceService of KServe's keda class (KServe creates their ScaledObjects), and
+        # before the llmisvc controller, which watches ScaledObjects only if their CRD exists when it starts.
+        scalers: list[pulumi.Resource] = [self.chart(keda, before_kserve)] if keda is not None else []
+        lws = lws_release(kserve, platform_tolerations(spec))
+        # LeaderWorkerSet likewise before the llmisvc controller (controller.go L454-456 checks its CRD once).
+        groups: list[pulumi.Resource] = [self.chart(lws, before_kserve)] if lws is not None else []
+
         crds, *rest = kserve_releases(spec)
         previous: list[pulumi.Resource] = [self.chart(crds, before_kserve)]
         if gateway_wanted(kserve):
@@ -73,15 +89,20 @@ class Serving(PlatformLayer):
             previous = [*previous, self.gateway]
         else:
             self.gateway = None
-        for release in rest:
+        controller, *runtimes = rest
+        previous = [self.chart(controller, previous)]
+        # The llmisvc charts after KServe's controller (whose release makes the shared inferenceservice-config the
+        # llmisvc controller reads) and after the Gateway API, KEDA and LWS CRDs its controller looks for at start;
+        # before the runtime configs, whose LLMInferenceServiceConfig presets its webhook validates.
+        for release in llmisvc_releases(kserve, platform_tolerations(spec)):
+            previous = [self.chart(release, [*previous, *scalers, *groups])]
+        for release in runtimes:
             previous = [self.chart(release, previous)]
         runtimes_ready = previous
-        keda = keda_release(spec)
-        # KEDA's CRDs before any InferenceService of KServe's keda class (KServe creates their ScaledObjects).
-        scalers: list[pulumi.Resource] = [self.chart(keda, before_kserve)] if keda is not None else []
 
         namespaces = {
-            name: self.manifest(namespace_object(name), name=f"ns-{name}") for name in endpoint_namespaces(kserve)
+            name: self.manifest(namespace_object(name), name=f"ns-{name}")
+            for name in sorted({*endpoint_namespaces(kserve), *llm_namespaces(kserve)})
         }
         prometheus = prometheus_url(spec.monitoring) if monitoring_wanted(spec) else None
         self.endpoints = []
@@ -99,6 +120,19 @@ class Serving(PlatformLayer):
             if route is not None and self.gateway is not None:
                 # After the versions it routes to, so a route never points at a Service KServe has not made yet.
                 self.manifest(route, [self.gateway, *services], name=f"httproute-{endpoint.namespace}-{endpoint.name}")
+        self.llm_endpoints: list[pulumi.Resource] = []
+        for llm in llm_endpoints(kserve):
+            # A queued endpoint lives in its team's namespace, which the Kueue layer (before this one) creates.
+            own = [namespaces[llm.namespace]] if llm.namespace in namespaces else []
+            service = self.manifest(
+                llm_inference_service(llm, kserve, spec.network, platform_tolerations(spec)),
+                [*runtimes_ready, *groups, *own, *([self.gateway] if self.gateway is not None else [])],
+                name=f"llmisvc-{llm.namespace}-{llm.name}",
+            )
+            self.llm_endpoints.append(service)
+            scaler = scaled_object(llm, prometheus) if prometheus is not None else None
+            if scaler is not None:
+                self.manifest(scaler, [service, *scalers], name=f"scaledobject-{llm.namespace}-{llm.name}")
         self.deployments: list[pulumi.Resource] = []
         for item in kserve.deployments:
             key = f"{item.namespace}-{item.name}"
@@ -116,4 +150,5 @@ class Serving(PlatformLayer):
         return {
             "endpoints": [f"{e.namespace}/{name}" for e in kserve.endpoints for name in e.isvc_names()],
             "routes": [f"{r['metadata']['namespace']}/{r['metadata']['name']}" for r in endpoint_routes(kserve)],
+            "llmEndpoints": llm_routing(kserve),
         }

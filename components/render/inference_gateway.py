@@ -11,6 +11,7 @@ from ..config.serving import EndpointSpec, KserveSpec, gateway_wanted
 from ..config.spec import Spec
 from .endpoints import MANAGED_BY, predictor_name
 from .helm import ChartRelease, tolerating
+from .llm import envoy_gateway_extension
 from .serving import KSERVE_GATEWAY
 
 ENVOY_GATEWAY_CHART = "oci://docker.io/envoyproxy/gateway-helm"
@@ -35,7 +36,8 @@ def envoy_gateway_release(spec: Spec) -> ChartRelease | None:
         namespace=spec.kserve.gateway.namespace,
         # The chart's crds subchart (on by default) installs the Gateway API CRDs it was built against (v1.6.1,
         # experimental channel) and Envoy Gateway's own; KServe's controller watches HTTPRoutes from its start.
-        values=tolerating({}, ENVOY_GATEWAY_TOLERATIONS, platform_tolerations(spec)),
+        # With an LLM endpoint's picker: InferencePool backends handed to Envoy AI Gateway (render/llm.py).
+        values=tolerating(envoy_gateway_extension(spec.kserve), ENVOY_GATEWAY_TOLERATIONS, platform_tolerations(spec)),
         upstream_chart="gateway-helm",
     )
 

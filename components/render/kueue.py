@@ -13,6 +13,7 @@ from ..config import checks
 from ..config.derived import GPU_TAINT, GpuFlavor, gpu_flavors, monitoring_wanted, node_taints, platform_tolerations
 from ..config.kueue import CPU_FLAVOR, GPU_RESOURCE_PREFIX, KueueSpec, QuotaSpec, TeamSpec
 from ..config.nodes import GPU_MODEL_LABEL, NodeSpec
+from ..config.serving import KserveSpec, llm_endpoints
 from ..config.spec import Spec
 from ..config.training import KubeflowSpec
 from . import manifests, yaml_text
@@ -40,14 +41,22 @@ LEGACY_PYTORCHJOB = "kubeflow.org/pytorchjob"
 Manifest = dict[str, Any]
 
 
-def integrations(kubeflow: KubeflowSpec) -> list[str]:
+SERVING_INTEGRATIONS = ("deployment", "leaderworkerset.x-k8s.io/leaderworkerset")
+"""What a queued LLM endpoint's workload is: a Deployment, or a LeaderWorkerSet across nodes. Both enable Kueue's
+pod integration implicitly (kueue v0.19.2 pkg/controller/jobs/{deployment,leaderworkerset}, ImplicitlyEnabled
+FrameworkNames), so pods without a queue-name label stay unmanaged (manageJobsWithoutQueueName is false)."""
+
+
+def integrations(kubeflow: KubeflowSpec, kserve: KserveSpec | None = None) -> list[str]:
     frameworks = list(BASE_INTEGRATIONS)
     if kubeflow.legacy_training_operator:
         frameworks.append(LEGACY_PYTORCHJOB)
+    if kserve is not None and any(e.queue is not None for e in llm_endpoints(kserve)):
+        frameworks.extend(SERVING_INTEGRATIONS)
     return frameworks
 
 
-def manager_configuration(kueue: KueueSpec, kubeflow: KubeflowSpec) -> dict[str, Any]:
+def manager_configuration(kueue: KueueSpec, kubeflow: KubeflowSpec, kserve: KserveSpec | None = None) -> dict[str, Any]:
     """config.kueue.x-k8s.io/v1beta2 Configuration. The chart takes it as one YAML string that replaces its
     default, so the chart's defaults (ports, leader election, concurrency) are repeated here."""
     configuration: dict[str, Any] = {
@@ -68,7 +77,7 @@ def manager_configuration(kueue: KueueSpec, kubeflow: KubeflowSpec) -> dict[str,
             }
         },
         "clientConnection": {"qps": 300, "burst": 500},
-        "integrations": {"frameworks": integrations(kubeflow)},
+        "integrations": {"frameworks": integrations(kubeflow, kserve)},
     }
     if (gang := wait_for_pods_ready(kueue)) is not None:
         configuration["waitForPodsReady"] = gang
@@ -102,7 +111,7 @@ def wait_for_pods_ready(kueue: KueueSpec) -> dict[str, Any] | None:
 def kueue_values(spec: Spec) -> dict[str, Any]:
     values: dict[str, Any] = {
         "managerConfig": {
-            "controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec.kueue, spec.kubeflow))
+            "controllerManagerConfigYaml": yaml_text.dump(manager_configuration(spec.kueue, spec.kubeflow, spec.kserve))
         }
     }
     if monitoring_wanted(spec):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.derived import platform_tolerations
-from ..config.serving import KserveSpec, gateway_wanted, major_minor, metrics_server_wanted, queue_endpoints
+from ..config.serving import KserveSpec, gateway_wanted, keda_wanted, llm_endpoints, major_minor, metrics_server_wanted
 from ..config.spec import Spec
 from .helm import ChartRelease, tolerating
 
@@ -155,6 +155,9 @@ def kserve_releases(spec: Spec) -> list[ChartRelease]:
         "kserve-runtime-configs": {"kserve": {"servingruntime": {"enabled": True}}},
         "kserve": {"kserve": {"controller": controller}},
     }
+    if llm_endpoints(kserve):
+        # The LLMInferenceServiceConfig presets every LLMInferenceService is merged from (off by default).
+        values["kserve-runtime-configs"]["kserve"]["llmisvcConfigs"] = {"enabled": True}
     return [
         ChartRelease(
             name=chart,
@@ -169,8 +172,9 @@ def kserve_releases(spec: Spec) -> list[ChartRelease]:
 
 
 def keda_release(spec: Spec) -> ChartRelease | None:
-    """KEDA, when an endpoint scales on a queue: KServe's keda class creates a ScaledObject KEDA acts on."""
-    if not queue_endpoints(spec.kserve):
+    """KEDA, when an endpoint scales on a queue: KServe's keda class creates a ScaledObject KEDA acts on (and
+    mlcluster one per autoscaled LLM endpoint)."""
+    if not keda_wanted(spec.kserve):
         return None
     return ChartRelease(
         name="keda",
