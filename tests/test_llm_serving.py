@@ -300,6 +300,21 @@ def test_the_llmisvc_charts_install_no_second_copy_of_kserves_shared_objects() -
     assert "lookup" in guard and "meta.helm.sh/release-name" in guard and "ne $owner .Release.Name" in guard
     urns = {r.name: r.resource.urn for r in stack.releases}
     assert urns["kserve-crd"] in _depends_on(stack, urns["kserve-llmisvc-crd"])
+
+
+@pytest.mark.render
+def test_controllers_that_look_for_crds_once_start_after_them() -> None:
+    """The llmisvc controller checks the Gateway API, KEDA and LWS CRDs once at start (controller.go L424-455); the
+    AI gateway's controller checks the InferencePool CRD once at start (ai-gateway v1.1.0 controller.go L192-215)."""
+    stack = rendered_stack("llm")
+    releases = {str(r.inputs["name"]): r.urn for r in stack.resources if r.type.endswith("helm.sh/v3:Release")}
+    before = _depends_on(stack, releases["kserve-llmisvc-resources"])
+    assert {releases["envoy-gateway"], releases["keda"], releases["lws"], releases["kserve-resources"]} <= before
+    for ai in ("ai-gateway-crds", "ai-gateway"):
+        assert releases["kserve-llmisvc-resources"] in _depends_on(stack, releases[ai]), ai
+    services = [r for r in stack.resources if r.type == LLMISVC]
+    for service in services:
+        assert {releases["ai-gateway"], releases["kserve-runtime-configs"]} <= _depends_on(stack, service.urn)
     presets_made = stack.release("kserve-runtime-configs").chart.of_kind("LLMInferenceServiceConfig")
     assert len(presets_made) == 10
     assert (

@@ -1,8 +1,7 @@
 """InferenceGateway: Envoy Gateway (with the Gateway API CRDs its chart pins), the GatewayClass it serves, and the
 Gateway KServe attaches its HTTPRoutes to.
 
-Order: the release (its CRDs) before the GatewayClass and the Gateway, and before Envoy AI Gateway when an LLM
-endpoint routes through its picker; the Gateway after `depends_on` too, which
+Order: the release (its CRDs) before the GatewayClass and the Gateway; the Gateway after `depends_on` too, which
 brings KServe's namespace (the kserve-crd release creates it). Serving installs KServe's controller after this
 component, so the controller finds the Gateway API CRDs it watches when it starts.
 """
@@ -12,12 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pulumi
-
-from ..config.derived import platform_tolerations
 from ..config.spec import Spec
 from ..render.inference_gateway import envoy_gateway_release, gateway, gateway_class
-from ..render.llm import ai_gateway_releases
 from ..render.serving import KSERVE_GATEWAY
 from .platform_layer import PlatformLayer
 
@@ -31,11 +26,6 @@ class InferenceGateway(PlatformLayer):
         if release is None:
             raise ValueError("InferenceGateway built while kserve.gateway is off")
         envoy = self.chart(release)
-        # Envoy AI Gateway after Envoy Gateway (its chart binds Envoy Gateway's service account to read
-        # InferencePools); the LLM endpoints wait for this component, so for it too.
-        after: list[pulumi.Resource] = [envoy]
-        for ai_release in ai_gateway_releases(spec.kserve, platform_tolerations(spec)):
-            after = [self.chart(ai_release, [*self.after, *after])]
         self.gateway_class = self.manifest(gateway_class(), [envoy], name="gatewayclass-envoy")
         self.gateway = self.manifest(
             gateway(spec.kserve), [*self.after, envoy, self.gateway_class], name=f"gateway-{spec.kserve.namespace}"

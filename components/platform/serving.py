@@ -3,7 +3,8 @@ KEDA (queue-scaled endpoints), then the model endpoints and their HTTPRoutes.
 
 Order: cert-manager (and, in Knative mode, the Knative Operator and a Ready KnativeServing) before kserve-crd,
 kserve-crd before the InferenceGateway (Envoy Gateway, GatewayClass, Gateway), both before the controller, the
-controller (and KEDA and LeaderWorkerSet) before the LLMInferenceService charts, those before the runtimes, the
+controller (and KEDA and LeaderWorkerSet) before the LLMInferenceService charts, those before Envoy AI Gateway
+(LLM endpoints with a picker) and the runtimes, the
 runtimes before any endpoint, an endpoint's versions before its HTTPRoute, an LLM endpoint before its ScaledObject.
 """
 
@@ -28,6 +29,7 @@ from ..render.endpoints import (
 )
 from ..render.inference_gateway import endpoint_route, endpoint_routes
 from ..render.llm import (
+    ai_gateway_releases,
     llm_inference_service,
     llm_namespaces,
     llm_routing,
@@ -96,6 +98,11 @@ class Serving(PlatformLayer):
         # before the runtime configs, whose LLMInferenceServiceConfig presets its webhook validates.
         for release in llmisvc_releases(kserve, platform_tolerations(spec)):
             previous = [self.chart(release, [*previous, *scalers, *groups])]
+        # Envoy AI Gateway after the InferencePool CRD (kserve-llmisvc-resources): its controller sets up its
+        # InferencePool controller only if the CRD exists when it starts (envoyproxy/ai-gateway v1.1.0
+        # internal/controller/controller.go L192-215).
+        for release in ai_gateway_releases(kserve, platform_tolerations(spec)):
+            previous = [self.chart(release, previous)]
         for release in runtimes:
             previous = [self.chart(release, previous)]
         runtimes_ready = previous
