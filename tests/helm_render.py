@@ -6,22 +6,18 @@ in place from the shared fixtures, never copied.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import helm_python
 import yaml
-from helm_python import _native
+
+from components.airgap.charts import render_templates
+from components.airgap.charts import split_manifests as split_yaml
 
 from .markers import slow_work
 from .upstream import ManifestLoader, require_upstream
-
-# Helm's releaseutil.SplitManifests separator: a `---` at the start of the text or of a line, then any whitespace.
-_SEPARATOR = re.compile(r"(?:^|\s*\n)---\s*")
 
 
 @dataclass(frozen=True)
@@ -45,8 +41,6 @@ class RenderedChart:
         return found[0]
 
 
-SERVED_BY_EVERY_CLUSTER = ("apiregistration.k8s.io/v1",)
-
 FIXTURE_STANDS_IN = {("nvsentinel", "v1.19.0"): "main-42672ae8"}
 """Pinned releases whose source is not in the fixtures, and the fixture that stands in for them: NVSentinel's
 fixture is a main-branch commit after v1.19.0, no tag being reachable (fixtures' RENDER-CHECK.md, S9)."""
@@ -64,25 +58,9 @@ def chart_path(chart: str, version: str) -> Path:
     raise AssertionError(f"no pinned chart source at {path}, nor one whose Chart.yaml has version {version}")
 
 
-def _loaded(path: Path) -> helm_python.Chart:
-    # Loaded afresh for every render: a render prunes the loaded chart's disabled subcharts, so a cached chart
-    # would silently keep them out of a later render that enables them.
-    return helm_python.Chart.load(path)
-
-
 def split_manifests(text: str) -> Iterator[dict[str, Any]]:
-    """Helm's split rule, then YAML; empty documents dropped, `*List` kinds expanded into their items."""
-    for chunk in _SEPARATOR.split(text):
-        if not chunk.strip():
-            continue
-        document = yaml.load(chunk, Loader=ManifestLoader)
-        if not isinstance(document, dict):
-            continue
-        kind = document.get("kind")
-        if isinstance(kind, str) and kind.endswith("List") and isinstance(document.get("items"), list):
-            yield from (item for item in document["items"] if isinstance(item, dict))
-        else:
-            yield document
+    """Helm's split rule (components/airgap/charts.py), read as Kubernetes reads YAML (ManifestLoader)."""
+    return split_yaml(text, ManifestLoader)
 
 
 def render_chart(
@@ -100,22 +78,8 @@ def render_chart(
     `kube_version` ("1.34.2" or "v1.34.2") sets `.Capabilities.KubeVersion`; the SDK's default is v1.36.0.
     """
     slow_work("render")
-    loaded = _loaded(chart_path(chart, version))
-    plain = json.loads(json.dumps(dict(values or {})))
-    loaded.validate_schema(plain)
-    # What every supported API server serves but Helm's built-in capability list lacks (a chart checking for it
-    # would otherwise render a long-removed version, e.g. prometheus-adapter's APIService as v1beta1).
-    options: dict[str, Any] = {
-        "name": release,
-        "namespace": namespace,
-        "is_install": True,
-        "api_versions": list(SERVED_BY_EVERY_CLUSTER),
-    }
-    if kube_version:
-        options["kube_version"] = "v" + kube_version.lstrip("v")
-    # Chart.render() does not expose kube_version; the native call it wraps accepts it.
-    rendered: dict[str, str] = json.loads(
-        _native.call_string("helm_render", loaded._raw(), json.dumps(plain), json.dumps(options))
+    rendered, crd_texts = render_templates(
+        chart_path(chart, version), values, release=release, namespace=namespace, kube_version=kube_version
     )
     objects: list[dict[str, Any]] = []
     sources: list[str] = []
@@ -125,5 +89,5 @@ def render_chart(
         for document in split_manifests(rendered[template]):
             objects.append(document)
             sources.append(template)
-    crds = [d for crd in loaded.crds for d in split_manifests(crd["data"])]
+    crds = [d for text in crd_texts for d in split_manifests(text)]
     return RenderedChart(chart, version, tuple(objects), tuple(sources), tuple(crds))

@@ -14,16 +14,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pulumi.output import Unknown
-
+from components.airgap.releases import RELEASE, chart_directory, release_values
 from components.config.spec import Spec
 from components.plan.engine import RecordedResource, run_program
-from components.render.gpu_operator import driver_root
 
 from .conftest import as_config, load_spec, stack_values
 from .helm_render import RenderedChart, render_chart
-
-RELEASE = "kubernetes:helm.sh/v3:Release"
 
 NOT_IN_FIXTURES = {
     "ai-gateway-crds-helm": "Envoy AI Gateway's CRD chart (envoyproxy/ai-gateway) is not among the shared fixtures",
@@ -31,12 +27,6 @@ NOT_IN_FIXTURES = {
 }
 """Charts a stack installs whose source the shared upstream fixtures lack: not rendered, and listed by the render
 test (test_rendered_charts) so that nothing else is ever left out silently."""
-
-# Where preview leaves a value to the GPU preflight: value path -> the value for a given driver decision.
-PREFLIGHT_DECIDED: dict[tuple[str, tuple[str, ...]], Callable[[bool], Any]] = {
-    ("gpu-operator", ("driver", "enabled")): lambda enabled: enabled,
-    ("nvidia-dra-driver-gpu", ("nvidiaDriverRoot",)): driver_root,
-}
 
 
 def _onprem(change: Callable[[dict[str, Any]], None]) -> tuple[dict[str, Any], list[str]]:
@@ -174,46 +164,6 @@ class RenderedStack:
         if not found:
             raise AssertionError(f"{self.name}: no release {name} rendered")
         return found[0]
-
-
-def chart_directory(release: RecordedResource) -> str:
-    """The fixture directory of a release's chart: the last path segment of a name or `oci://` reference."""
-    return str(release.inputs["chart"]).rstrip("/").rsplit("/", 1)[-1]
-
-
-def _unknown_paths(value: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    if isinstance(value, Unknown):
-        return [path]
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _unknown_paths(v, (*path, str(k)))]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _unknown_paths(v, (*path, str(i)))]
-    return []
-
-
-def _with(values: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    """A copy with one value replaced; only the maps along the path are copied (Unknowns cannot be)."""
-    head, *rest = path
-    return {**values, head: _with(values[head], tuple(rest), value) if rest else value}
-
-
-def release_values(resource: RecordedResource) -> list[tuple[bool | None, dict[str, Any]]]:
-    """The values a release was given, once per preflight decision when preview could not know it."""
-    values = dict(resource.raw_inputs.get("values") or {})
-    chart = chart_directory(resource)
-    unknown = _unknown_paths(values)
-    undecided = [p for p in unknown if (chart, p) not in PREFLIGHT_DECIDED]
-    if undecided:
-        raise AssertionError(f"{resource.name}: values unknown at preview beyond the preflight's: {undecided}")
-    if not unknown:
-        return [(None, values)]
-    out = []
-    for enabled in (True, False):
-        decided = values
-        for path in unknown:
-            decided = _with(decided, path, PREFLIGHT_DECIDED[(chart, path)](enabled))
-        out.append((enabled, decided))
-    return out
 
 
 @cache

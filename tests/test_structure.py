@@ -28,6 +28,7 @@ LAYERS = {
     "conformance": 4,
     "platform": 5,
     "plan": 6,
+    "airgap": 7,  # the bundle's lockfile: runs the program (plan.engine) and renders its releases
 }
 """Each part of components/ and its floor: a module imports only from its own part or a lower floor."""
 

@@ -11,21 +11,19 @@ adds a placement fails here until it is looked at.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-import helm_python
 import pytest
-from helm_python import _native
 
+from components.airgap.charts import render_templates
 from components.config.schema import reference_rows
 from components.config.spec import Spec
 from components.plan.engine import run_program
 
 from .conftest import as_config, load_spec
-from .helm_render import SERVED_BY_EVERY_CLUSTER, chart_path, split_manifests
+from .helm_render import chart_path, split_manifests
 from .markers import slow_work
 from .rendered_stack import RELEASE, chart_directory, release_values, variants
 from .test_config_validation import base
@@ -116,15 +114,9 @@ def _numbers(value: Any) -> Iterator[float]:
 def _render(chart: str, version: str, values: dict[str, Any], *, release: str, namespace: str, kube: str) -> list[Any]:
     # Not tests.helm_render.render_chart: canaries break the values schemas' enums, which is beside the point here.
     slow_work("render")
-    loaded = helm_python.Chart.load(chart_path(chart, version))
-    options = {
-        "name": release,
-        "namespace": namespace,
-        "is_install": True,
-        "api_versions": list(SERVED_BY_EVERY_CLUSTER),
-        "kube_version": "v" + kube,
-    }
-    rendered = json.loads(_native.call_string("helm_render", loaded._raw(), json.dumps(values), json.dumps(options)))
+    rendered, _ = render_templates(
+        chart_path(chart, version), values, release=release, namespace=namespace, kube_version=kube, validate=False
+    )
     return [d for t in sorted(rendered) if not t.endswith("NOTES.txt") for d in split_manifests(rendered[t])]
 
 

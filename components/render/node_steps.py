@@ -30,6 +30,7 @@ baseurl=https://download.docker.com/linux/rhel/$releasever/$basearch/stable
 enabled=1
 gpgcheck=1
 gpgkey=https://download.docker.com/linux/rhel/gpg"""
+DOCKER_GPG_KEY = "https://download.docker.com/linux/rhel/gpg"
 DRAIN_TIMEOUT = "10m"
 NOT_READY_DRAIN_TIMEOUT = "1m"
 """Pods of a NotReady node never confirm they stopped: a drain waits only this long before the Node goes."""

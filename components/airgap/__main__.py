@@ -1,0 +1,114 @@
+"""`python -m components.airgap`: the air-gap bundle's lockfile (docs/air-gap.md).
+
+    python -m components.airgap lock --stack onprem --charts CHARTS --out bundle.lock.json
+    python -m components.airgap check --stack onprem --charts CHARTS --lock bundle.lock.json
+    python -m components.airgap diff old.lock.json new.lock.json
+
+CHARTS holds each chart the stack installs as `<chart>/<version>/` (`helm pull <ref> --version V --untar
+--untardir CHARTS/<chart>/<version>` on a machine with internet); they are rendered offline with the real Helm
+engine. `check` exits 2 and names every item the stack needs that the lockfile lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config.stack_cli import add_stack_arguments, spec_or_report, stack_path_and_name
+from ..plan.engine import run_program
+from .charts import render_templates, split_manifests
+from .lock import ChartUnavailableError, lock_diff, missing, stack_lock
+
+
+def chart_directory(charts: Path, chart: str, version: str) -> Path:
+    """`<charts>/<chart>/<version>/`, or the folder under `<charts>/<chart>/` whose Chart.yaml has that version."""
+    exact = charts / chart / version
+    if (exact / "Chart.yaml").is_file():
+        return exact
+    for candidate in sorted((charts / chart).glob("*/Chart.yaml")):
+        if str(yaml.safe_load(candidate.read_text()).get("version")) == version:
+            return candidate.parent
+    raise ChartUnavailableError(f"chart {chart} {version}: not under {charts / chart} (helm pull it there first)")
+
+
+def directory_render(charts: Path, kube_version: str) -> Any:
+    def render(chart: str, version: str, values: Mapping[str, Any], release: str, namespace: str) -> Iterable[Any]:
+        texts, _ = render_templates(
+            chart_directory(charts, chart, version),
+            values,
+            release=release,
+            namespace=namespace,
+            kube_version=kube_version,
+        )
+        for name in sorted(texts):
+            if not name.endswith("NOTES.txt"):
+                yield from split_manifests(texts[name])
+
+    return render
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.airgap", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("lock", "check"):
+        command = commands.add_parser(name)
+        add_stack_arguments(command)
+        command.add_argument("--charts", type=Path, required=True, help="folder of pulled charts (<chart>/<version>)")
+        if name == "lock":
+            command.add_argument("--out", type=Path, help="write the lockfile here (default: stdout)")
+        else:
+            command.add_argument("--lock", type=Path, required=True, help="the bundle's lockfile")
+    compare = commands.add_parser("diff")
+    compare.add_argument("old", type=Path)
+    compare.add_argument("new", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "diff":
+        lines = lock_diff(json.loads(args.old.read_text()), json.loads(args.new.read_text()))
+        print("\n".join(lines) if lines else "no change")
+        return 0
+    path, stack = stack_path_and_name(args)
+    read = spec_or_report(path)
+    if read is None:
+        return 2
+    stack_file, spec = read
+    print(f"reading what stack {stack} needs from {path} ...", file=sys.stderr)
+    run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, preview=True)
+    lock = stack_lock(spec, run.resources, directory_render(args.charts, spec.kubernetes_version), stack=stack)
+    if lock["unrendered"]:
+        # Their images cannot be known: a lockfile without them would let the site find out at pull time.
+        print(
+            f"airgap: {', '.join(lock['unrendered'])} not under {args.charts}: helm pull each there"
+            " (<chart>/<version>), then run again",
+            file=sys.stderr,
+        )
+        return 2
+    if args.command == "lock":
+        text = json.dumps(lock, indent=2) + "\n"
+        if args.out:
+            args.out.write_text(text)
+            counts = lock["counts"]
+            print(
+                f"wrote {args.out}: {counts['charts']} charts, {counts['images']} images, {counts['packages']}"
+                f" packages, {counts['files']} files; digests are filled when the bundle is fetched"
+            )
+        else:
+            sys.stdout.write(text)
+        return 0
+    absent = missing(lock, json.loads(args.lock.read_text()))
+    if absent:
+        print(f"the bundle {args.lock} lacks {len(absent)} item(s) this stack needs:", file=sys.stderr)
+        for line in absent:
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    print(f"the bundle {args.lock} holds everything stack {stack} needs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

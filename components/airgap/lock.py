@@ -1,0 +1,217 @@
+"""The bundle's lockfile: every chart, image, node package and file a stack needs from outside its site, each with
+where it comes from and (once fetched) its digest; what a stack needs that a lockfile lacks; what changed between
+two lockfiles.
+
+The images are read from the objects the stack applies: each Helm release rendered with the real Helm engine with
+exactly the values the program gives it (components/airgap/charts.py), and the program's own manifests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ..config.cluster import ClusterSpec
+from ..config.spec import Spec
+from ..plan.engine import RecordedResource
+from ..render.containerd import SANDBOX_IMAGE
+from ..render.node_steps import DOCKER_GPG_KEY, K8S_REPO_BASE
+from .needs import collect_images
+from .releases import RELEASE, chart_directory, release_values
+
+LOCK_SCHEMA = "mlcluster.io/bundle-lock/v1"
+KUBEADM_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+"""Control-plane images kubeadm pulls at the stack's exact version (registry.k8s.io/<name>:v<version>); its CoreDNS
+and etcd versions are kubeadm's per minor, resolved by `kubeadm config images list` when the bundle is fetched."""
+KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
+CONTAINERD_PACKAGE = {"deb": "containerd", "rpm": "containerd.io"}
+"""components/scripts/containerd.sh: Debian/Ubuntu's own package; Docker's repository's on RHEL."""
+VIP_PACKAGES = ("keepalived", "haproxy")
+
+
+OPERATOR_LAUNCHED = {
+    "tigera-operator": "Calico's images, which the tigera-operator names in its binary, not its chart: `docker run"
+    " quay.io/tigera/operator:<version> --print-images=list` (tigera/docs calico_versioned_docs/version-3.30/"
+    "operations/image-options/imageset.mdx L123)",
+    "gateway-helm": "the Envoy proxy image Envoy Gateway launches for each Gateway (its EnvoyProxy default, in the"
+    " binary, not the chart)",
+    "knative-operator": "Knative Serving's and Kourier's images, which the Knative Operator applies from the"
+    " manifests it bundles",
+}
+"""Charts whose operator launches images its rendered objects do not name: the lockfile says how to list them."""
+
+
+class ChartUnavailableError(LookupError):
+    """The chart's source is not where the render looks (not pulled)."""
+
+
+Render = Callable[[str, str, Mapping[str, Any], str, str], Iterable[Mapping[str, Any]]]
+"""(chart, version, values, release, namespace) -> the rendered objects."""
+
+
+def normalized(reference: str) -> str:
+    """An image reference as containerd resolves it: a bare name is docker.io/library/<name>, a path without a
+    registry host is on docker.io."""
+    first, _, rest = reference.partition("/")
+    if not rest:
+        return f"docker.io/library/{reference}"
+    if "." in first or ":" in first or first == "localhost":
+        return reference
+    return f"docker.io/{reference}"
+
+
+def _charts(resources: Iterable[RecordedResource]) -> list[dict[str, Any]]:
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for resource in resources:
+        if resource.type != RELEASE:
+            continue
+        key = (str(resource.inputs["chart"]), str(resource.inputs["version"]))
+        seen.setdefault(
+            key,
+            {
+                "name": chart_directory(resource),
+                "chart": key[0],
+                "repository": resource.inputs.get("repositoryOpts", {}).get("repo")
+                if isinstance(resource.inputs.get("repositoryOpts"), Mapping)
+                else None,
+                "version": key[1],
+                "releases": [],
+                "digest": None,
+            },
+        )["releases"].append(f"{resource.inputs['namespace']}/{resource.inputs['name']}")
+    return sorted(seen.values(), key=lambda c: (c["name"], c["version"]))
+
+
+def _labelled(
+    resources: Iterable[RecordedResource], render: Render, unrendered: list[str]
+) -> list[tuple[str, Mapping[str, Any]]]:
+    labelled: list[tuple[str, Mapping[str, Any]]] = []
+    for resource in resources:
+        if resource.type == RELEASE:
+            name, version = str(resource.inputs["name"]), str(resource.inputs["version"])
+            # A release the preflight decides is rendered for each decision: the bundle holds either outcome.
+            for _, values in release_values(resource):
+                try:
+                    objects = list(
+                        render(chart_directory(resource), version, values, name, str(resource.inputs["namespace"]))
+                    )
+                except ChartUnavailableError:
+                    unrendered.append(f"{chart_directory(resource)}@{version}")
+                    break
+                labelled += [(f"release {name}", obj) for obj in objects]
+        elif resource.custom and resource.type.startswith("kubernetes:") and isinstance(resource.inputs, Mapping):
+            labelled.append((f"manifest {resource.name}", resource.inputs))
+    return labelled
+
+
+def _packages(cluster: ClusterSpec, version: str) -> dict[str, list[dict[str, Any]]]:
+    """Node packages per OS family: a node's family is read on the node (os.sh), so a kubeadm stack's bundle holds
+    both families' unless the site says which (not yet a setting)."""
+    if cluster.mode != "kubeadm":
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for family in ("deb", "rpm"):
+        items = [
+            {"name": name, "version": version if name in ("kubeadm", "kubelet", "kubectl") else None}
+            for name in KUBE_PACKAGES
+        ]
+        items.append({"name": CONTAINERD_PACKAGE[family], "version": None})
+        if cluster.api_vip is not None:
+            items += [{"name": name, "version": None} for name in VIP_PACKAGES]
+        for item in items:
+            item["digest"] = None
+        out[family] = items
+    return out
+
+
+def _files(cluster: ClusterSpec, version: str) -> list[dict[str, Any]]:
+    if cluster.mode != "kubeadm":
+        return []
+    minor = ".".join(version.split(".")[:2])
+    repo = f"{K8S_REPO_BASE}/v{minor}"
+    return [
+        {"name": "kubernetes-deb-key", "url": f"{repo}/deb/Release.key", "digest": None},
+        {"name": "kubernetes-rpm-key", "url": f"{repo}/rpm/repodata/repomd.xml.key", "digest": None},
+        {"name": "docker-ce-rpm-key", "url": DOCKER_GPG_KEY, "digest": None},
+    ]
+
+
+def stack_lock(spec: Spec, resources: Sequence[RecordedResource], render: Render, *, stack: str) -> dict[str, Any]:
+    """The lockfile of what the stack needs (resources: the program's offline run), digests empty until the bundle
+    is fetched."""
+    unrendered: list[str] = []
+    needed = collect_images(_labelled(resources, render, unrendered))
+    images: dict[str, list[str]] = {}
+    for item in needed:
+        images.setdefault(normalized(item.reference), []).extend(item.sources)
+    unresolved: list[str] = []
+    if spec.cluster.mode == "kubeadm":
+        for name in KUBEADM_IMAGES:
+            images.setdefault(f"registry.k8s.io/{name}:v{spec.kubernetes_version}", []).append("kubeadm")
+        images.setdefault(SANDBOX_IMAGE, []).append("containerd sandbox_image (render/containerd.py)")
+        unresolved.append(
+            f"CoreDNS and etcd images: `kubeadm config images list --kubernetes-version v{spec.kubernetes_version}`"
+        )
+    charts = _charts(resources)
+    for chart in charts:
+        if chart["name"] in OPERATOR_LAUNCHED:
+            unresolved.append(OPERATOR_LAUNCHED[chart["name"]])
+    packages = _packages(spec.cluster, spec.kubernetes_version)
+    files = _files(spec.cluster, spec.kubernetes_version)
+    return {
+        "schema": LOCK_SCHEMA,
+        "stack": stack,
+        "kubernetesVersion": spec.kubernetes_version,
+        "counts": {
+            "charts": len(charts),
+            "images": len(images),
+            "packages": sum(len(v) for v in packages.values()),
+            "files": len(files),
+        },
+        "charts": charts,
+        "images": [
+            {"reference": ref, "digest": None, "sources": sorted(set(sources))}
+            for ref, sources in sorted(images.items())
+        ],
+        "packages": packages,
+        "files": files,
+        "unresolved": unresolved,
+        "unrendered": sorted(set(unrendered)),
+    }
+
+
+def _keys(lock: Mapping[str, Any]) -> dict[str, dict[str, str | None]]:
+    """Each item of a lockfile by kind and name -> its digest."""
+    return {
+        "chart": {f"{c['name']}@{c['version']}": c.get("digest") for c in lock.get("charts") or []},
+        "image": {i["reference"]: i.get("digest") for i in lock.get("images") or []},
+        "package": {
+            f"{family}:{p['name']}" + (f"={p['version']}" if p.get("version") else ""): p.get("digest")
+            for family, items in (lock.get("packages") or {}).items()
+            for p in items
+        },
+        "file": {f["url"]: f.get("digest") for f in lock.get("files") or []},
+    }
+
+
+def missing(needed: Mapping[str, Any], bundle: Mapping[str, Any]) -> list[str]:
+    """What the stack needs that the bundle's lockfile does not hold, one line per item."""
+    have = _keys(bundle)
+    return [
+        f"{kind} {name}" for kind, items in _keys(needed).items() for name in sorted(items) if name not in have[kind]
+    ]
+
+
+def lock_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Items added, removed, or whose digest changed, one line each: `+ image ...`, `- chart ...`, `~ ...`."""
+    before, after = _keys(old), _keys(new)
+    lines: list[str] = []
+    for kind in after:
+        for name in sorted(set(before[kind]) | set(after[kind])):
+            if name not in before[kind]:
+                lines.append(f"+ {kind} {name}")
+            elif name not in after[kind]:
+                lines.append(f"- {kind} {name}")
+            elif before[kind][name] != after[kind][name]:
+                lines.append(f"~ {kind} {name}: {before[kind][name]} -> {after[kind][name]}")
+    return lines
