@@ -16,7 +16,9 @@ import yaml
 
 from components.airgap import needs
 from components.airgap.__main__ import main as airgap_main
-from components.airgap.lock import ChartUnavailableError, lock_diff, missing, normalized, stack_lock
+from components.airgap.lock import ChartUnavailableError, normalized, stack_lock
+from components.plan.__main__ import main as plan_main
+from components.plan.bundle import lock_diff, missing
 
 from .helm_render import chart_path
 from .rendered_stack import NOT_IN_FIXTURES, _render, rendered_stack
@@ -223,7 +225,9 @@ def upgraded_metrics_server(charts: Path) -> None:
 
 
 @pytest.mark.render
-def test_a_chart_upgrade_shows_in_the_lockfile_diff_with_the_image_it_brings(tmp_path: Path) -> None:
+def test_a_chart_upgrade_shows_in_the_lockfile_diff_and_the_plans_compare_with_the_image_it_brings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     charts = pulled_charts(tmp_path)
     upgraded_metrics_server(charts)
     stack = yaml.safe_load((Path(__file__).parents[1] / "stacks" / "Pulumi.onprem.yaml").read_text())
@@ -253,6 +257,18 @@ def test_a_chart_upgrade_shows_in_the_lockfile_diff_with_the_image_it_brings(tmp
         "- image registry.k8s.io/metrics-server/metrics-server:v0.8.0",
         "+ image registry.k8s.io/metrics-server/metrics-server:v0.8.1",
     ]
+    # The plan lists the lockfile, and --compare shows the same lines beside the release's change.
+    at = ["--at", "2026-12-05T12:00:00Z"]
+    first = ["--stack-file", str(tmp_path / "Pulumi.before.yaml"), "--out", str(tmp_path / "plan-before")]
+    assert plan_main([*first, "--bundle-lock", str(before), *at]) == 0
+    capsys.readouterr()
+    second = ["--stack-file", str(tmp_path / "Pulumi.after.yaml"), "--out", str(tmp_path / "plan-after")]
+    assert plan_main([*second, "--bundle-lock", str(after), "--compare", str(tmp_path / "plan-before"), *at]) == 0
+    out = capsys.readouterr().out
+    section = out.split("bundle (the air-gap lockfile", 1)[1].split("\n\n", 1)[0]
+    assert [line.strip() for line in section.splitlines()[1:]] == changes
+    plan = json.loads((tmp_path / "plan-after" / "plan.json").read_text())
+    assert plan["bundle"]["lock"] == "after.lock.json" and plan["bundle"]["digests"].startswith("0 of ")
 
 
 @pytest.mark.render

@@ -21,9 +21,10 @@ from typing import Any
 import yaml
 
 from ..config.stack_cli import add_stack_arguments, spec_or_report, stack_path_and_name
+from ..plan.bundle import lock_diff, missing
 from ..plan.engine import run_program
 from .charts import render_templates, split_manifests
-from .lock import ChartUnavailableError, lock_diff, missing, stack_lock
+from .lock import ChartUnavailableError, stack_lock
 
 
 def chart_directory(charts: Path, chart: str, version: str) -> Path:

@@ -38,6 +38,7 @@ from ..render.control_planes import WORKERS_OUTPUT
 from ..render.join_credentials import OUTPUT as JOIN_CREDENTIALS_OUTPUT
 from ..render.join_credentials import record_from_output as join_record
 from ..render.upgrade import VERSION_OUTPUT
+from .bundle import plan_section
 from .diff import load_plan
 from .engine import PreviewMocks, run_program
 from .writer import write_plan
@@ -127,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         + STACK_OUTPUTS_FORMAT.replace("%", "%%"),
     )
     parser.add_argument(
+        "--bundle-lock",
+        type=Path,
+        help="the air-gap bundle's lockfile (python -m components.airgap lock): plan.json lists its items, and"
+        " --compare shows those added, removed or with a new digest",
+    )
+    parser.add_argument(
         "--at",
         type=_moment,
         help="the moment to plan for, ISO 8601 with a UTC offset (2026-12-24T09:00Z; default: now). The program's"
@@ -149,6 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     if read is None:
         return 2
     stack_file, spec = read
+    bundle = None
+    if args.bundle_lock is not None:
+        try:
+            bundle = plan_section(json.loads(args.bundle_lock.read_text()), args.bundle_lock.name)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print(f"error: --bundle-lock {args.bundle_lock}: {error}", file=sys.stderr)
+            return 2
     print(f"planning stack {stack} from {path} ...", file=sys.stderr)
     previous: dict[str, object] = {}
     if args.stack_outputs is not None:
@@ -194,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier=earlier,
         compared_with=str(args.compare) if args.compare is not None else None,
         secrets=stack_file.secret_digests,
+        bundle=bundle,
     )
     # The AI-conformance evidence pack beside the plan (python -m components.conformance writes it alone).
     try:

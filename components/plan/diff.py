@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..render.shell import expand_stored, script_of_command, split_parts
+from .bundle import section_changes
 from .engine import COMPUTED
 
 COMMAND = "command:remote:Command"
@@ -107,10 +108,20 @@ class PlanDiff:
     """What acceptance does differently: nodes due and why, level, the nodes it covers, floors, images."""
     secrets: list[KeyChange] = field(default_factory=list)
     """Secrets whose encrypted text in the stack file changed (digests only, never their content)."""
+    bundle: list[str] = field(default_factory=list)
+    """The air-gap lockfile's items added, removed, or whose digest changed (plan --bundle-lock)."""
 
     @property
     def empty(self) -> bool:
-        return not (self.steps or self.releases or self.resources or self.outputs or self.placement or self.acceptance)
+        return not (
+            self.steps
+            or self.releases
+            or self.resources
+            or self.outputs
+            or self.placement
+            or self.acceptance
+            or self.bundle
+        )
 
     def steps_by_node(self) -> dict[str, list[StepChange]]:
         grouped: dict[str, list[StepChange]] = {}
@@ -477,6 +488,7 @@ def diff_plans(old: Mapping[str, Any], new: Mapping[str, Any]) -> PlanDiff:
         [w for w in warnings if w not in earlier],
         acceptance_review_changes(old.get("acceptance"), new.get("acceptance")),
         secrets,
+        section_changes(old.get("bundle"), new.get("bundle")),
     )
 
 
@@ -634,6 +646,9 @@ def render(diff: PlanDiff, title: str = "plan diff") -> str:
         lines += [f"  {c}" for c in diff.secrets]
     if diff.acceptance:
         lines += ["", "acceptance (what the acceptance step tests on `up`)"] + [f"  {c}" for c in diff.acceptance]
+    if diff.bundle:
+        lines += ["", "bundle (the air-gap lockfile: items added, removed, or whose digest changed)"]
+        lines += [f"  {c}" for c in diff.bundle]
     if diff.outputs:
         lines += ["", "outputs"] + [f"  {c}" for c in diff.outputs]
     kinds = [c.kind for c in diff.steps]

@@ -111,6 +111,7 @@ def review(
     releases: Sequence[tuple[str, str, str, str]],
     acceptance: Mapping[str, Any] | None,
     llm_routing: Sequence[Mapping[str, Any]] = (),
+    bundle: Mapping[str, Any] | None = None,
     warnings: Sequence[str],
     deployed: bool,
     diff: PlanDiff | None = None,
@@ -137,6 +138,9 @@ def review(
     accepted = _acceptance(acceptance)
     if accepted and diff is None:
         lines += ["", *accepted]
+    if bundle and diff is None:
+        counts = ", ".join(f"{n} {kind}" for kind, n in (bundle.get("counts") or {}).items())
+        lines += ["", f"bundle: {bundle['lock']}: {counts}; digests {bundle['digests']}"]
     routed = _llm_routing(llm_routing)
     if routed and diff is None:
         lines += ["", *routed]

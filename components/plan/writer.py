@@ -126,6 +126,7 @@ def plan_document(
     at: datetime | None = None,
     previous: Mapping[str, Any] | None = None,
     secrets: Mapping[str, str] | None = None,
+    bundle: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """ordered: run_order(run.resources), when the caller has it already (it is a large plan's second cost).
     previous: the last deployment's outputs (--stack-outputs), which acceptance's review reads. secrets: per secret
@@ -162,6 +163,8 @@ def plan_document(
         "acceptance": _acceptance(spec, previous),
         # What a client calls and what serves it, per LLM endpoint (render/llm.py).
         "llmRouting": llm_routing(spec.kserve) if spec is not None else [],
+        # The air-gap lockfile given with --bundle-lock: every item and its digest (plan/bundle.py).
+        "bundle": dict(bundle) if bundle is not None else None,
         "secrets": dict(sorted((secrets or {}).items())),
     }
 
@@ -329,6 +332,7 @@ def write_plan(
     earlier: Mapping[str, Any] | None = None,
     compared_with: str | None = None,
     secrets: Mapping[str, str] | None = None,
+    bundle: Mapping[str, Any] | None = None,
 ) -> str:
     """Write every plan file under `out` (replacing what was there) and return the terminal text: the review's
     first screen (REVIEW.md; against `earlier`, an earlier plan, when given), then everything planned."""
@@ -337,7 +341,15 @@ def write_plan(
     out.mkdir(parents=True)
     ordered = run_order(run.resources)
     document = plan_document(
-        run, project=project, stack=stack, spec=spec, ordered=ordered, at=at, previous=previous, secrets=secrets
+        run,
+        project=project,
+        stack=stack,
+        spec=spec,
+        ordered=ordered,
+        at=at,
+        previous=previous,
+        secrets=secrets,
+        bundle=bundle,
     )
     per_node = _node_scripts(ordered, spec, out, document["scripts"])
     if spec is not None:
@@ -353,6 +365,7 @@ def write_plan(
         releases=releases,
         acceptance=document["acceptance"],
         llm_routing=document["llmRouting"],
+        bundle=document["bundle"],
         warnings=document["warnings"],
         deployed=bool(previous),
         diff=diff,
