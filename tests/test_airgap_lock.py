@@ -149,6 +149,8 @@ def test_the_reader_finds_images_where_operators_and_charts_put_them() -> None:
     assert needs.object_images(
         {"kind": "Pod", "spec": {"containers": [{"image": "x", "args": ["--image=latest"]}]}}
     ) == ["x"]
+    switched_off = {"kind": "ClusterPolicy", "spec": {"vgpuManager": {"enabled": False, "image": "vgpu-manager"}}}
+    assert needs.object_images(switched_off) == []
     config = {"kind": "ConfigMap", "data": {"agent": json.dumps({"image": "kserve/agent:v0.20.0"}), "note": "x: y"}}
     assert needs.object_images(config) == ["kserve/agent:v0.20.0"]
     assert [normalized(r) for r in ("busybox:1.36", "kserve/agent:v0.20.0", "quay.io/x/y:1")] == [
@@ -176,6 +178,9 @@ def test_the_on_prem_lockfile_names_packages_files_charts_and_what_it_cannot_res
     unresolved = " ".join(lock["unresolved"])
     assert "--print-images=list" in unresolved and "kubeadm config images list" in unresolved
     assert all(i["digest"] is None for i in lock["images"])
+    # Named without a tag: the bundle needs the tag the launching controller adds, so the lockfile says so.
+    assert any(u.startswith("docker.io/kserve/art-explainer (untagged") for u in lock["unresolved"])
+    assert all(":" in i["reference"].rsplit("/", 1)[-1] or "@" in i["reference"] for i in lock["images"])
 
 
 def test_check_names_each_item_a_bundle_lacks_and_diff_shows_what_changed() -> None:

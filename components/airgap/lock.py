@@ -152,6 +152,11 @@ def stack_lock(spec: Spec, resources: Sequence[RecordedResource], render: Render
         unresolved.append(
             f"CoreDNS and etcd images: `kubeadm config images list --kubernetes-version v{spec.kubernetes_version}`"
         )
+    untagged = sorted(ref for ref in images if ":" not in ref.rsplit("/", 1)[-1] and "@" not in ref)
+    for ref in untagged:
+        # No tag: the controller that launches it adds one (KServe's explainer version, Trainer's initializers), or
+        # the node pulls :latest; the bundle needs the tag the controller picks.
+        unresolved.append(f"{ref} (untagged where named: {', '.join(images.pop(ref))})")
     charts = _charts(resources)
     for chart in charts:
         if chart["name"] in OPERATOR_LAUNCHED:

@@ -94,6 +94,8 @@ def _named(value: Any) -> Iterator[str]:
     """Every `image` value, image flag and image environment variable in a tree (a pod spec, a custom resource's
     spec, embedded config)."""
     if isinstance(value, dict):
+        if value.get("enabled") is False:
+            return  # a component switched off (the GPU Operator's ClusterPolicy): nothing of it is launched
         name, text = value.get("name"), value.get("value")
         if isinstance(name, str) and IMAGE_ENV.search(name) and isinstance(text, str) and is_reference(text):
             # An operator told in its environment which image to launch (the Network Operator's
