@@ -187,6 +187,24 @@ CASES: list[tuple[str, str, Callable[[], list[Resource]], str | None]] = [
         ),
         "runs on GPU nodes but no container has an nvidia.com/gpu limit",
     ),
+    (
+        "gpu-workloads-have-gpu-limits",
+        "LLMInferenceService: the template tolerates the GPU taint but asks no GPU",
+        with_resources(
+            synthetic(
+                "kubernetes:serving.kserve.io/v1alpha2:LLMInferenceService",
+                "llm",
+                {
+                    "kind": "LLMInferenceService",
+                    "spec": {
+                        "template": {"tolerations": [GPU_TOLERATION], "containers": [{"name": "main"}]},
+                        "router": {"scheduler": {"template": {"tolerations": [GPU_TOLERATION]}}},
+                    },
+                },
+            )
+        ),
+        "spec.template: runs on GPU nodes but no container has an nvidia.com/gpu limit",
+    ),
     ("kubelet-thresholds-sane", "on-prem example", onprem, None),
     (
         "kubelet-thresholds-sane",
