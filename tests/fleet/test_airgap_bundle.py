@@ -1,0 +1,196 @@
+"""The seed host's first step on an air-gapped site (issue 51): every bundle item against the lockfile, before
+anything is served. The bundle is built for the test from real formats: an OCI image layout (opencontainers/
+image-spec image-layout.md: oci-layout, index.json, blobs/sha256/<hex>), a Debian package built by dpkg-deb, a chart
+archive; the step runs with the host's real bash and sha256sum inside a fleet host."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import shlex
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.airgap.seed import IMAGE_BLOBS, bundle_items
+from components.render import shell
+
+from ..helm_render import chart_path
+from .hosts import HostSpec
+
+pytestmark = pytest.mark.fleet
+
+BUNDLE_ON_SEED = "/var/lib/mlcluster/bundle"
+IMAGE = "registry.k8s.io/lws/lws:v0.10.0"
+
+
+def _blob(layout: Path, data: bytes) -> dict[str, Any]:
+    digest = hashlib.sha256(data).hexdigest()
+    (layout / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+    (layout / "blobs" / "sha256" / digest).write_bytes(data)
+    return {"digest": f"sha256:{digest}", "size": len(data)}
+
+
+def oci_image(layout: Path, reference: str) -> str:
+    """A one-layer image in an OCI layout, as `skopeo copy docker://REF oci:DIR:REF` leaves it; its manifest digest."""
+    payload = io.BytesIO()
+    with tarfile.open(fileobj=payload, mode="w") as tar:
+        content = b"built for the air-gap test\n"
+        info = tarfile.TarInfo("etc/mlcluster-test")
+        info.size = len(content)
+        tar.addfile(info, io.BytesIO(content))
+    layer = _blob(layout, gzip.compress(payload.getvalue(), mtime=0))
+    diff_id = "sha256:" + hashlib.sha256(payload.getvalue()).hexdigest()
+    config = _blob(
+        layout,
+        json.dumps(
+            {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
+        ).encode(),
+    )
+    manifest = _blob(
+        layout,
+        json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config},
+                "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **layer}],
+            }
+        ).encode(),
+    )
+    (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **manifest,
+                "annotations": {"org.opencontainers.image.ref.name": reference},
+            }
+        ],
+    }
+    (layout / "index.json").write_text(json.dumps(index))
+    return str(manifest["digest"])
+
+
+def deb_package(into: Path) -> Path:
+    """A Debian package built by the real dpkg-deb."""
+    root = into / "build" / "mlcluster-test"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: mlcluster-test\nVersion: 1.0\nArchitecture: all\nMaintainer: test <t@example.invalid>\n"
+        "Description: built for the air-gap test\n"
+    )
+    (root / "usr" / "share" / "mlcluster-test").mkdir(parents=True)
+    (root / "usr" / "share" / "mlcluster-test" / "README").write_text("test\n")
+    out = into / "packages" / "deb" / "mlcluster-test_1.0_all.deb"
+    out.parent.mkdir(parents=True)
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(out)], check=True, capture_output=True)
+    shutil.rmtree(into / "build")
+    return out
+
+
+def built_bundle(into: Path) -> dict[str, Any]:
+    """The bundle on disk and its fetched lockfile (digests and paths filled)."""
+    manifest = oci_image(into / "images", IMAGE)
+    package = deb_package(into)
+    chart = into / "charts" / "lws-v0.10.0.tgz"
+    chart.parent.mkdir()
+    with tarfile.open(chart, "w:gz") as tar:
+        tar.add(chart_path("lws", "v0.10.0"), arcname="lws")
+    key = into / "files" / "kubernetes-deb-key"
+    key.parent.mkdir()
+    key.write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\ntest\n-----END PGP PUBLIC KEY BLOCK-----\n")
+
+    def sha(path: Path) -> str:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+    return {
+        "charts": [{"name": "lws", "version": "v0.10.0", "digest": sha(chart), "path": "charts/lws-v0.10.0.tgz"}],
+        "images": [{"reference": IMAGE, "digest": manifest}],
+        "packages": {
+            "deb": [
+                {
+                    "name": "mlcluster-test",
+                    "version": "1.0",
+                    "digest": sha(package),
+                    "path": str(package.relative_to(into)),
+                }
+            ]
+        },
+        "files": [
+            {
+                "name": "kubernetes-deb-key",
+                "url": "https://x/Release.key",
+                "digest": sha(key),
+                "path": "files/kubernetes-deb-key",
+            }
+        ],
+    }
+
+
+def verify_on(host: Any, lock: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    items, problems = bundle_items(lock)
+    assert problems == []
+    script = shell.render_script("bundle-verify", {"BUNDLE_DIR": BUNDLE_ON_SEED, "BUNDLE_ITEMS": items})
+    return host.run(f"bash -c {shlex.quote(script)}", check=False)
+
+
+def put_on(host: Any, bundle: Path) -> None:
+    """The bundle copied onto the seed host's disk (its own /var), as `rsync` would."""
+    host.run(
+        f"mkdir -p {shlex.quote(str(Path(BUNDLE_ON_SEED).parent))} && cp -r {shlex.quote(str(bundle))} {BUNDLE_ON_SEED}"
+    )
+
+
+def flip_byte(host: Any, path: str) -> None:
+    """One bit of the file's middle byte flipped on the host's disk."""
+    host.run(
+        'python3 -c \'import sys; p = sys.argv[1]; d = bytearray(open(p, "rb").read());'
+        ' d[len(d) // 2] ^= 1; open(p, "wb").write(d)\' ' + shlex.quote(path)
+    )
+
+
+def test_the_seed_checks_every_item_and_a_flipped_byte_stops_at_its_item(fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    hosts = fleet(HostSpec("seed"))
+    seed = hosts["seed"]
+    bundle = tmp_path / "bundle"
+    lock = built_bundle(bundle)
+    put_on(seed, bundle)
+    good = verify_on(seed, lock)
+    assert good.returncode == 0, good.stderr
+    assert f"ok: bundle at {BUNDLE_ON_SEED}: 4 items match the lockfile (2 image blobs)" in good.stdout
+
+    # One bit of the image's layer flipped on the seed's disk: the step names the image and the blob.
+    manifest = json.loads((bundle / IMAGE_BLOBS / lock["images"][0]["digest"].split(":")[1]).read_bytes())
+    layer = f"{BUNDLE_ON_SEED}/{IMAGE_BLOBS}/{manifest['layers'][0]['digest'].split(':')[1]}"
+    flip_byte(seed, layer)
+    flipped = verify_on(seed, lock)
+    assert flipped.returncode != 0
+    assert f"error: bundle item image {IMAGE}: {layer.removeprefix(BUNDLE_ON_SEED + '/')} has sha256" in flipped.stderr
+    assert "ok: bundle" not in flipped.stdout
+
+    # Flipped back, and a package missing from the seed's copy: that stops it the same way, by name.
+    flip_byte(seed, layer)
+    seed.run(f"rm {BUNDLE_ON_SEED}/{lock['packages']['deb'][0]['path']}")
+    missing = verify_on(seed, lock)
+    assert missing.returncode != 0
+    assert (
+        "error: bundle item package deb:mlcluster-test: packages/deb/mlcluster-test_1.0_all.deb is missing"
+        in missing.stderr
+    )
+
+
+def test_a_lockfile_not_fetched_yet_gives_the_seed_nothing_to_check() -> None:
+    items, problems = bundle_items({"images": [{"reference": IMAGE, "digest": None}], "charts": [], "files": []})
+    assert items == "" and problems == [f"image {IMAGE}: no sha256 digest and path (fetch the bundle first)"]
+    _, escaping = bundle_items(
+        {"files": [{"name": "k", "url": "u", "digest": "sha256:" + "0" * 64, "path": "../etc/shadow"}]}
+    )
+    assert escaping == ["file k: path '../etc/shadow' is not a plain path inside the bundle"]
