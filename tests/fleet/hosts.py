@@ -301,7 +301,7 @@ class Fleet:
             _reap_orphans()
             fleet = cls(root, random.choice(free))
             OWNERS.mkdir(parents=True, exist_ok=True)
-            (OWNERS / fleet.bridge).write_text(json.dumps({"pid": os.getpid(), "netns": []}))
+            _write_owner(fleet.bridge, {"pid": os.getpid(), "netns": []})
             _sh("ip", "link", "add", fleet.bridge, "type", "bridge")
             _sh("ip", "addr", "add", f"{fleet.gateway}/24", "dev", fleet.bridge)
             _sh("ip", "link", "set", fleet.bridge, "up")
@@ -477,7 +477,7 @@ class Fleet:
     def _boot(self, host: FleetHost) -> None:
         netns = self.netns(host)
         owner = OWNERS / self.bridge
-        owner.write_text(json.dumps({"pid": os.getpid(), "netns": [*json.loads(owner.read_text())["netns"], netns]}))
+        _write_owner(self.bridge, {"pid": os.getpid(), "netns": [*json.loads(owner.read_text())["netns"], netns]})
         veth = f"mlv{self.tag}{list(self.hosts).index(host.name):02d}"
         _sh("ip", "netns", "add", netns)
         _sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
@@ -625,11 +625,21 @@ def _remove_network(bridge: str, namespaces: Sequence[str]) -> None:
     (OWNERS / bridge).unlink(missing_ok=True)
 
 
+def _write_owner(bridge: str, record: dict[str, Any]) -> None:
+    """An owner record replaced whole: another test process reaping orphans (under the allocation lock, which a
+    host's boot does not take) reads either the old record or the new one, never a file cut short."""
+    staged = OWNERS / f".{bridge}.{os.getpid()}.tmp"
+    staged.write_text(json.dumps(record))
+    staged.replace(OWNERS / bridge)
+
+
 def _reap_orphans() -> None:
     """Remove fleets whose owning test process is gone (it crashed or was killed before its teardown)."""
     if not OWNERS.is_dir():
         return
     for owner in OWNERS.iterdir():
+        if owner.name.startswith("."):
+            continue  # a record being written (_write_owner)
         record = json.loads(owner.read_text())
         try:
             os.kill(record["pid"], 0)
