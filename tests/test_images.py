@@ -70,6 +70,21 @@ def test_hosts_toml_is_containerds_format() -> None:
             assert set(host) <= HOST_FIELDS
 
 
+def test_override_path_keeps_the_endpoints_path_as_the_api_root() -> None:
+    """A registry serving several upstreams under path prefixes (a Harbor proxy-cache project, the air-gap seed):
+    containerd uses the host's path as written only with override_path (remotes/docker/config/hosts.go
+    parseHostConfig); without it, it appends /v2 to any path that does not end in /v2."""
+    endpoint = "https://harbor.lab.example/v2/proxy-quay"
+    spec = spec_with(mirrors=[{"registry": "quay.io", "endpoints": [endpoint], "overridePath": True}])
+    document = tomllib.loads(images.hosts_toml(spec.images.mirrors[0]))
+    assert document["host"][endpoint] == {"capabilities": ["pull", "resolve"], "override_path": True}
+    plain = spec_with(mirrors=[{"registry": "quay.io", "endpoints": ["https://harbor.lab.example"]}])
+    assert (
+        "override_path"
+        not in tomllib.loads(images.hosts_toml(plain.images.mirrors[0]))["host"]["https://harbor.lab.example"]
+    )
+
+
 @pytest.mark.parametrize("version", [2, 3])
 @pytest.mark.parametrize("spegel", [False, True])
 def test_registry_settings_are_known_containerd_keys(version: int, spegel: bool) -> None:
@@ -107,6 +122,14 @@ def test_spegel_values_follow_the_containerd_root() -> None:
         ({"mirrors": [{"registry": "docker.io", "endpoints": []}]}, "mirrors[0].endpoints: must list at least one"),
         ({"mirrors": [{"registry": "docker.io", "endpoints": ["mirror.lab"]}]}, "is not an http(s) URL"),
         ({"mirrors": [{**MIRRORS[1], "ca": "not a pem"}]}, "mirrors[0].ca: is not a PEM certificate"),
+        (
+            {
+                "mirrors": [
+                    {"registry": "quay.io", "endpoints": ["https://harbor.lab.example/quay"], "overridePath": True}
+                ]
+            },
+            "mirrors[0].endpoints[0]: names no /v2 path, but with overridePath",
+        ),
         ({"prepull": [{"name": "x", "images": [{"image": "Bad Image"}]}]}, "is not an image reference"),
         ({"prepull": [{"name": "x", "images": []}, {"name": "x", "images": []}]}, 'prepull[1].name: "x" is used'),
     ],

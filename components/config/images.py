@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from . import checks, formats
 from .schema import Problems, Secret, join_path, setting
@@ -35,6 +36,12 @@ class MirrorSpec:
         check=url,
     )
     mirrors_only: bool = setting(False, doc="Air-gapped: never fall back to the upstream registry.")
+    override_path: bool = setting(
+        False,
+        doc="The endpoints carry the full API path (`https://harbor.example/v2/proxy-docker`): containerd appends"
+        " only `/<name>/manifests/<ref>` (its hosts.toml `override_path`). For a registry serving several upstreams"
+        " under path prefixes.",
+    )
     ca: str | None = setting(None, doc="PEM CA certificate the mirrors' TLS certificates chain to.")
     skip_verify: bool = setting(False, doc="DANGER: do not verify the mirrors' TLS certificates.")
     authorization: Secret | None = setting(
@@ -49,6 +56,14 @@ class MirrorSpec:
             problems.error(join_path(path, "endpoints"), "must list at least one mirror URL")
         if self.ca is not None and (problem := formats.pem_certificates(self.ca)):
             problems.error(join_path(path, "ca"), problem)
+        if self.override_path:
+            for index, endpoint in enumerate(self.endpoints):
+                if not re.search(r"/v2(/|$)", urlsplit(endpoint).path):
+                    problems.error(
+                        join_path(path, f"endpoints[{index}]"),
+                        "names no /v2 path, but with overridePath containerd uses the endpoint's path as the API's"
+                        " root: give the full path, e.g. https://harbor.example/v2/proxy-docker",
+                    )
 
 
 @dataclass(frozen=True)

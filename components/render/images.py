@@ -40,6 +40,8 @@ def hosts_document(mirror: MirrorSpec) -> dict[str, Any]:
             host["ca"] = f"{CERTS_DIR}/{mirror.registry}/ca.crt"
         if mirror.skip_verify:
             host["skip_verify"] = True
+        if mirror.override_path:
+            host["override_path"] = True
         if mirror.authorization is not None:
             # The secret reaches the node on stdin; the placeholder is replaced there.
             host["header"] = {"Authorization": AUTHORIZATION_PLACEHOLDER}

@@ -81,6 +81,9 @@ class HostSpec:
     """Seconds every stub call on this host sleeps (to model slow package managers)."""
     only_via: str | None = None
     """Name of a host (a bastion) that alone may open SSH sessions to this one."""
+    offline: bool = False
+    """An air-gapped host: the one outside URL the stubs otherwise answer (the package repository key) does not
+    answer either; only the fleet's own network does (stubs/fetch.py)."""
 
 
 @dataclass
@@ -396,7 +399,9 @@ class Fleet:
             )
         )
         (host_dir / "state" / "settings.json").write_text(
-            json.dumps({"latency": spec.latency, "fail": {}, "containerdVersion": spec.containerd})
+            json.dumps(
+                {"latency": spec.latency, "fail": {}, "containerdVersion": spec.containerd, "offline": spec.offline}
+            )
         )
         (host_dir / "state" / "db.json").write_text(json.dumps({"swap": spec.swap}))
         sessions = host_dir / "state" / "sessions.jsonl"

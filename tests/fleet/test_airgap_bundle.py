@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -18,8 +19,17 @@ from typing import Any
 
 import pytest
 
-from components.airgap.seed import IMAGE_BLOBS, bundle_items
+from components.config.images import MirrorSpec
 from components.render import shell
+from components.render.images import hosts_document
+from components.render.seed import (
+    DEB_REPOSITORY,
+    IMAGE_BLOBS,
+    bundle_items,
+    deb_source,
+    seed_mirror_endpoint,
+    seed_serve_settings,
+)
 
 from ..helm_render import chart_path
 from .hosts import HostSpec
@@ -185,6 +195,111 @@ def test_the_seed_checks_every_item_and_a_flipped_byte_stops_at_its_item(fleet, 
         "error: bundle item package deb:mlcluster-test: packages/deb/mlcluster-test_1.0_all.deb is missing"
         in missing.stderr
     )
+
+
+REGISTRY_PORT = 5000
+FILES_PORT = 8080
+MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json,application/vnd.docker.distribution.manifest.v2+json"
+
+
+def serve_on(host: Any, lock: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    settings = seed_serve_settings(lock, BUNDLE_ON_SEED, host.address, REGISTRY_PORT, FILES_PORT)
+    return host.run(f"bash -c {shlex.quote(shell.render_script('seed-serve', settings))}", check=False)
+
+
+def listening(host: Any, port: int) -> str | None:
+    """The command line of what listens on `port` in the host's network namespace, or None."""
+    found = host.run(f"ss -Hltnp 'sport = :{port}'").stdout
+    match = re.search(r"pid=(\d+)", found)
+    if match is None:
+        return None
+    return host.run(f"tr '\\0' ' ' </proc/{match.group(1)}/cmdline").stdout.strip()
+
+
+def manifest_url_as_containerd_asks(document: dict[str, Any], reference: str) -> str:
+    """The first host of a hosts.toml document and the manifest URL containerd asks it for: with override_path the
+    host's path is the API root as written, and containerd appends `/<name>/manifests/<ref>` (containerd
+    remotes/docker/config/hosts.go parseHostConfig, v1.7; remotes/docker/resolver.go)."""
+    (endpoint, host), *_ = document["host"].items()
+    assert host.get("override_path") is True and host["capabilities"] == ["pull", "resolve"]
+    name, _, tag = reference.partition("/")[2].rpartition(":")
+    return f"{endpoint}/{name}/manifests/{tag}"
+
+
+def test_the_seed_serves_the_checked_bundle_from_a_real_registry_and_apt_repository(fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    hosts = fleet(HostSpec("seed", offline=True), HostSpec("node", offline=True))
+    seed, node = hosts["seed"], hosts["node"]
+    # No route leaves the fleet's network, and the one outside URL the stubs answer does not answer here either.
+    assert "default" not in node.run("ip route").stdout
+    key_fetch = node.run("curl -fsSL https://pkgs.k8s.io/core:/stable:/v1.34/deb/Release.key", check=False)
+    assert key_fetch.returncode == 6 and "Could not resolve host: pkgs.k8s.io" in key_fetch.stderr
+
+    bundle = tmp_path / "bundle"
+    lock = built_bundle(bundle)
+    put_on(seed, bundle)
+    assert verify_on(seed, lock).returncode == 0
+    served = serve_on(seed, lock)
+    assert served.returncode == 0, served.stdout + served.stderr
+    assert "changed: 1 image(s) loaded into the seed registry (0 already there), each at its lockfile digest" in (
+        served.stdout
+    )
+    assert "changed: apt repository index written (1 packages)" in served.stdout
+    assert f"ok: seed serves images at http://{seed.address}:{REGISTRY_PORT}" in served.stdout
+    # The real programs run as the unit files say.
+    assert listening(seed, REGISTRY_PORT) == "/usr/bin/docker-registry serve /etc/mlcluster/seed-registry.yml"
+    assert listening(seed, FILES_PORT) == (
+        f"/usr/bin/python3 -m http.server --bind {seed.address} --directory {BUNDLE_ON_SEED} {FILES_PORT}"
+    )
+
+    # Run again: everything is there, nothing changes.
+    again = serve_on(seed, lock)
+    assert again.returncode == 0 and "changed:" not in again.stdout, again.stdout
+    assert "ok: 1 image(s) in the seed registry at their lockfile digests" in again.stdout
+
+    # A node asks the seed's registry as its hosts.toml tells containerd to: the manifest digest is the lockfile's.
+    mirror = MirrorSpec(
+        registry="registry.k8s.io",
+        endpoints=(seed_mirror_endpoint(seed.address, REGISTRY_PORT, "registry.k8s.io"),),
+        mirrors_only=True,
+        override_path=True,
+    )
+    document = hosts_document(mirror)
+    assert "server" not in document  # mirror-only: no fallback to the internet
+    url = manifest_url_as_containerd_asks(document, IMAGE)
+    assert url == f"http://{seed.address}:{REGISTRY_PORT}/v2/registry.k8s.io/lws/lws/manifests/v0.10.0"
+    head = node.run(f"/usr/bin/curl -fsS -I -H {shlex.quote('Accept: ' + MANIFEST_TYPES)} {url}").stdout
+    assert f"Docker-Content-Digest: {lock['images'][0]['digest']}" in head
+    manifest = node.run(f"/usr/bin/curl -fsS -H {shlex.quote('Accept: ' + MANIFEST_TYPES)} {url} | sha256sum").stdout
+    assert manifest.split()[0] == lock["images"][0]["digest"].removeprefix("sha256:")
+
+    # The node's apt source and what apt reads from it: apt-ftparchive's index names the package at its digest.
+    source = deb_source(seed.address, FILES_PORT)
+    base = source.split()[2]
+    index = node.run(f"/usr/bin/curl -fsS {base}Packages").stdout
+    package = lock["packages"]["deb"][0]
+    assert "Package: mlcluster-test\n" in index and "\nVersion: 1.0\n" in index
+    assert f"SHA256: {package['digest'].removeprefix('sha256:')}" in index
+    filename = next(line.split(": ", 1)[1] for line in index.splitlines() if line.startswith("Filename: "))
+    fetched = node.run(f"/usr/bin/curl -fsS {base}{filename} | sha256sum").stdout
+    assert fetched.split()[0] == package["digest"].removeprefix("sha256:")
+    release = node.run(f"/usr/bin/curl -fsS {base}Release").stdout
+    assert "Origin: mlcluster-seed" in release and "Packages" in release
+    assert DEB_REPOSITORY in base
+
+
+def test_a_flipped_byte_stops_the_seed_before_its_registry_serves_anything(fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The program runs serve only after verify (a dependency); here: verify fails on the flipped layer, so the run
+    ends there and the registry never started."""
+    seed = fleet(HostSpec("seed", offline=True))["seed"]
+    bundle = tmp_path / "bundle"
+    lock = built_bundle(bundle)
+    put_on(seed, bundle)
+    manifest = json.loads((bundle / IMAGE_BLOBS / lock["images"][0]["digest"].split(":")[1]).read_bytes())
+    config = f"{BUNDLE_ON_SEED}/{IMAGE_BLOBS}/{manifest['config']['digest'].split(':')[1]}"
+    flip_byte(seed, config)
+    flipped = verify_on(seed, lock)
+    assert flipped.returncode != 0 and f"error: bundle item image {IMAGE}:" in flipped.stderr
+    assert listening(seed, REGISTRY_PORT) is None
 
 
 def test_a_lockfile_not_fetched_yet_gives_the_seed_nothing_to_check() -> None:

@@ -36,6 +36,10 @@ REAL_UNITS = {
     "haproxy": ["haproxy", "-W", "-db", "-f", "/etc/haproxy/haproxy.cfg"],
 }
 """The unit's main process as its Debian unit starts it, in the foreground (systemd's Type=notify/simple)."""
+UNIT_FILE_PROGRAMS = ("/usr/bin/docker-registry", "/usr/bin/python3")
+"""Programs a unit file a step writes (/etc/systemd/system/<unit>.service) runs for real, as systemd runs its
+ExecStart: the air-gap seed's registry (Debian's docker-registry 2.8.2, the CNCF distribution registry) and file
+server (python3's http.server), both the test machine's own binaries."""
 PRE_START = {"haproxy": ["haproxy", "-c", "-q", "-f", "/etc/haproxy/haproxy.cfg"]}
 RELOAD_SIGNAL = {"keepalived": signal.SIGHUP, "haproxy": signal.SIGUSR2}
 START_SECONDS = 0.5
@@ -99,8 +103,36 @@ def _as_policy_allows(host: Host, unit: str) -> list[str]:
     return argv
 
 
+def unit_file_argv(unit: str) -> list[str] | None:
+    """The ExecStart of a unit file a step wrote, when it runs one of UNIT_FILE_PROGRAMS."""
+    import shlex
+
+    try:
+        text = Path(f"/etc/systemd/system/{unit}.service").read_text()
+    except FileNotFoundError:
+        return None
+    lines = [line.split("=", 1)[1] for line in text.splitlines() if line.startswith("ExecStart=")]
+    if len(lines) != 1:
+        return None
+    argv = shlex.split(lines[0])
+    return argv if argv and argv[0] in UNIT_FILE_PROGRAMS else None
+
+
+def is_real(unit: str) -> bool:
+    return unit in REAL_UNITS or unit_file_argv(unit) is not None
+
+
 def start(host: Host, unit: str) -> None:
     if alive(unit):
+        return
+    from_file = unit_file_argv(unit) if unit not in REAL_UNITS else None
+    if from_file is not None:
+        if not Path(from_file[0]).exists():
+            raise fail(f"Job for {unit}.service failed: {from_file[0]}: No such file or directory", 1)
+        _spawn(unit, from_file)
+        time.sleep(START_SECONDS)
+        if not alive(unit):
+            raise fail(f"Job for {unit}.service failed because the main process exited: {_log_tail(unit)}")
         return
     binary = host.bin_dir / REAL_UNITS[unit][0]
     if not binary.exists():
@@ -161,7 +193,7 @@ def resume(host: Host) -> None:
     """After a restore: what ran at the snapshot runs again (a hibernated host wakes with its processes)."""
     with host.state() as state:
         services = dict(state.get("services", {}))
-    for unit in REAL_UNITS:
+    for unit in [*REAL_UNITS, *(u for u in services if u not in REAL_UNITS and unit_file_argv(u))]:
         if services.get(unit, {}).get("active"):
             try:
                 start(host, unit)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from _stub import Host, fail, main, record_versions, sha256, version_tuple
 
 REAL_UNITS = ("keepalived", "haproxy")
-"""Units whose real program runs (stubs/daemons.py), imported only when one of them is asked for."""
+"""Units whose real program runs (stubs/daemons.py), imported only when one of them is asked for; so do unit files a
+step wrote whose ExecStart is one of daemons.UNIT_FILE_PROGRAMS."""
 
 if TYPE_CHECKING:
     from typing import Any
@@ -70,6 +71,12 @@ def _check_start(host: Host, state: dict[str, Any], unit: str) -> None:
         )
 
 
+def _real(unit: str) -> bool:
+    import daemons
+
+    return daemons.is_real(unit)
+
+
 def _real_unit(host: Host, service: dict[str, Any], unit: str, action: str, now: bool) -> int:
     """keepalived and haproxy: the real programs run (stubs/daemons.py); `active` is whether the process is."""
     import daemons
@@ -118,7 +125,11 @@ def systemctl(host: Host, argv: list[str]) -> int:
         services: dict[str, Any] = state.setdefault("services", {})
         for unit in units:
             service = services.setdefault(unit, {"enabled": False, "active": False, "starts": 0, "restarts": 0})
-            if unit in REAL_UNITS and unit in known:
+            if (
+                unit in known
+                and (unit in REAL_UNITS or Path(f"/etc/systemd/system/{unit}.service").exists())
+                and _real(unit)
+            ):
                 status = _real_unit(host, service, unit, action, now)
                 if action in ("is-active", "is-enabled", "status") and not quiet:
                     on = status == 0
