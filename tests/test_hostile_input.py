@@ -290,7 +290,11 @@ def test_an_authorization_with_an_ampersand_is_written_as_given(tmp_path: Path) 
     certs = tmp_path / "certs.d"
     script = step.script.replace("CERTS_DIR=/etc/containerd/certs.d", f"CERTS_DIR={certs}")
     result = subprocess.run(
-        ["bash", "-c", script], input=mirror_authorizations(spec.images), capture_output=True, text=True, check=False
+        ["bash", "-c", script],
+        input=mirror_authorizations(spec.images.mirrors),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert 'Authorization = "Basic a&b=&"' in (certs / "docker.io" / "hosts.toml").read_text()

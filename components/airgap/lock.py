@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..config.airgap import KUBEADM_IMAGES, LOCK_SCHEMA
 from ..config.cluster import ClusterSpec
 from ..config.spec import Spec
 from ..plan.engine import RecordedResource
@@ -19,10 +20,6 @@ from ..render.node_steps import DOCKER_GPG_KEY, K8S_REPO_BASE
 from .needs import collect_images
 from .releases import RELEASE, chart_directory, release_values
 
-LOCK_SCHEMA = "mlcluster.io/bundle-lock/v1"
-KUBEADM_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
-"""Control-plane images kubeadm pulls at the stack's exact version (registry.k8s.io/<name>:v<version>); its CoreDNS
-and etcd versions are kubeadm's per minor, resolved by `kubeadm config images list` when the bundle is fetched."""
 KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
 CONTAINERD_PACKAGE = {"deb": "containerd", "rpm": "containerd.io"}
 """components/scripts/containerd.sh: Debian/Ubuntu's own package; Docker's repository's on RHEL."""

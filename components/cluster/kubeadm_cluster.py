@@ -34,6 +34,7 @@ from ..render.kubeconfig import kubeconfig_reaching
 from ..render.kubelet_placement import spec_warnings
 from ..render.node_metadata import STEP as NODE_METADATA_STEP
 from ..render.node_metadata import node_metadata_step
+from ..render.seed import SEED_STEP, seed_node, seed_step
 from ..render.upgrade import VERSION_OUTPUT, version_change_problem
 from ..warnings import warn
 from .api_vip import ApiVip
@@ -90,10 +91,27 @@ class KubeadmCluster(pulumi.ComponentResource):
         )
         refusals_passed = pulumi.Output.all(control_planes_checked, version_checked)
         preflights = preflight.commands if preflight is not None else {}
+        # An air-gapped site: the seed checks and serves the bundle before any node installs from it (a refused
+        # change fails it before anything runs on the seed, as it does a preparation).
+        seed = seed_node(spec.air_gap, spec.nodes)
+        served: list[pulumi.Resource] = []
+        if seed is not None:
+            serve = seed_step(spec.air_gap, seed)
+            served.append(
+                step_command(
+                    f"{seed.name}-{SEED_STEP}",
+                    spec,
+                    seed,
+                    serve,
+                    parent=self,
+                    depends_on=[scripts.copies[seed.name]],
+                    rendered=refusals_passed.apply(lambda _: serve),
+                )
+            )
         prepared: dict[str, remote.Command] = {}
         for node in spec.nodes:
             first_step = preflights.get(node.name) or scripts.copies[node.name]
-            prepared[node.name] = prepare_node(spec, node, self, after=[first_step], gate=refusals_passed)
+            prepared[node.name] = prepare_node(spec, node, self, after=[first_step, *served], gate=refusals_passed)
             if looks_in_preparation(spec.gpu_operator, spec.cluster, node):
                 report_undeclared_gpus(spec.nodes, spec.gpu_operator, spec.network, node, prepared[node.name])
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import checks, formats
 from .acceptance import ACCEPTANCE_IMAGE_SET
+from .airgap import KUBEADM_IMAGES, bundle_lock
 from .api_vip import DEFAULT_PORT, vip_problem
 from .derived import (
     CONTROL_PLANE_TAINT,
@@ -931,6 +932,57 @@ def nfs_server(spec: Spec, problems: Problems) -> None:
         problems.error("storage.nfsServer", "is required when storage.provisioner is nfs")
 
 
+def air_gap_from_the_bundle(spec: Spec, problems: Problems) -> None:
+    """The seed is a node of the stack, and the bundle holds what this stack's nodes install and pull first: the
+    Kubernetes packages and kubeadm's images at the stack's version (the rest: `python -m components.airgap check`)."""
+    air_gap = spec.air_gap
+    if not air_gap.enabled:
+        return
+    if spec.images.spegel.enabled:
+        problems.error(
+            "images.spegel.enabled",
+            "cannot run beside airGap yet: Spegel moves every registry's hosts.toml aside once and writes its own"
+            " (spegel v0.7.4 pkg/oci/containerd.go backupConfig, clearConfig), which hides the seed's; turn Spegel"
+            " off on an air-gapped site",
+        )
+    names = [n.name for n in spec.nodes]
+    if air_gap.seed is not None and air_gap.seed not in names:
+        problems.error("airGap.seed", f'"{air_gap.seed}" names no node: the nodes are {", ".join(names)}')
+    elif air_gap.seed is not None and next(n for n in spec.nodes if n.name == air_gap.seed).gone:
+        problems.error("airGap.seed", f'"{air_gap.seed}" is marked gone: name a node that stays to serve the bundle')
+    lock = bundle_lock(air_gap.lockfile)
+    if lock.problems:
+        return  # said at airGap.lockfile
+    version = spec.kubernetes_version.lstrip("v")
+    if lock.kubernetes_version != version:
+        problems.error(
+            "airGap.lockfile",
+            f"is the bundle of Kubernetes {lock.kubernetes_version}, the stack runs {version}: lock and fetch a bundle"
+            " for this stack (docs/air-gap.md, day 2)",
+        )
+        return
+    families = {
+        family: {p.name for p in lock.packages(family) if p.version in (None, version)} for family in ("deb", "rpm")
+    }
+    if not any({"kubeadm", "kubelet", "kubectl"} <= names for names in families.values()):
+        problems.error(
+            "airGap.lockfile",
+            f"holds kubeadm, kubelet and kubectl {version} for no OS family: the nodes could not install them",
+        )
+    for component in KUBEADM_IMAGES:
+        reference = f"registry.k8s.io/{component}:v{version}"
+        if reference not in lock.images:
+            problems.error("airGap.lockfile", f"holds no {reference}, which kubeadm pulls on every node")
+    served = set(lock.registries)
+    for index, mirror in enumerate(spec.images.mirrors):
+        if mirror.registry in served:
+            problems.error(
+                f"images.mirrors[{index}].registry",
+                f'"{mirror.registry}" is served by the air-gap seed (airGap.enabled): its hosts.toml names the seed;'
+                " remove this mirror",
+            )
+
+
 # --- the one ordered list -----------------------------------------------------------------------------------
 
 KUBEADM_RULES: tuple[Rule, ...] = (
@@ -948,6 +1000,7 @@ KUBEADM_RULES: tuple[Rule, ...] = (
     held_connections,
     distinct_names_and_hosts,
     cluster_networks_apart,
+    air_gap_from_the_bundle,
 )
 """Mode kubeadm, once the stack lists a node: the nodes, how they are reached, what they can run."""
 

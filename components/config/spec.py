@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from . import checks
 from .acceptance import AcceptanceSettings
+from .airgap import AirGapSpec
 from .care import CertificatesSpec, EtcdSnapshotSpec, UpgradeSpec
 from .cluster import ClusterSpec
 from .gpu import GpuOperatorSpec
@@ -67,6 +68,11 @@ class Spec:
         default_factory=MonitoringSpec, doc="Metrics, dashboards, alerts, custom-metric HPAs, GPU fault handling."
     )
     network: NetworkSpec = setting(default_factory=NetworkSpec, doc="RDMA for multi-node training (docs/network.md).")
+    air_gap: AirGapSpec = setting(
+        default_factory=AirGapSpec,
+        doc="Nodes with no route outside the site, served from a fetched bundle (docs/air-gap.md).",
+        modes=("kubeadm",),
+    )
     acceptance: AcceptanceSettings = setting(
         default_factory=AcceptanceSettings,
         doc="GPU burn-in, NCCL bandwidth and quarantine after the platform is installed (docs/acceptance.md).",

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..config.airgap import AirGapSpec, bundle_lock
+from ..config.nodes import NodeSpec
+
 
 def lock_items(lock: Mapping[str, Any]) -> dict[str, dict[str, str | None]]:
     """Each item of a lockfile by kind and name -> its digest."""
@@ -69,3 +72,17 @@ def section_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
     if not old or not new:
         return [f"bundle lockfile {'given' if new else 'no longer given'}: {(new or old or {}).get('lock')}"]
     return items_diff(old["items"], new["items"])
+
+
+def air_gap_section(air_gap: AirGapSpec, nodes: tuple[NodeSpec, ...]) -> dict[str, Any]:
+    """plan_section of the stack's own lockfile (airGap.lockfile), and where the seed serves it."""
+    lock = bundle_lock(air_gap.lockfile)
+    seed = next((n for n in nodes if n.name == air_gap.seed), None)
+    host = seed.host if seed is not None else air_gap.seed
+    return {
+        **plan_section(lock.document, air_gap.lockfile),
+        "seed": air_gap.seed,
+        "registry": f"http://{host}:{air_gap.registry_port}",
+        "files": f"http://{host}:{air_gap.files_port}",
+        "registries": list(lock.registries),
+    }

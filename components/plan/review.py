@@ -141,6 +141,12 @@ def review(
     if bundle and diff is None:
         counts = ", ".join(f"{n} {kind}" for kind, n in (bundle.get("counts") or {}).items())
         lines += ["", f"bundle: {bundle['lock']}: {counts}; digests {bundle['digests']}"]
+        if bundle.get("seed"):
+            lines += [
+                f"  air gap: seed {bundle['seed']} checks every item, then serves images at {bundle['registry']}"
+                f" ({', '.join(bundle['registries'])}) and packages, charts and files at {bundle['files']};"
+                " every node's package sources and containerd hosts.toml name the seed, mirror-only"
+            ]
     routed = _llm_routing(llm_routing)
     if routed and diff is None:
         lines += ["", *routed]

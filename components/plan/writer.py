@@ -25,6 +25,7 @@ from ..render.kubelet import kubelet_configuration
 from ..render.kubelet_placement import parse_minor
 from ..render.llm import llm_routing
 from ..render.shell import script_of_command, split_parts, store_catalog, stored_files_of
+from .bundle import air_gap_section
 from .diff import diff_plans
 from .engine import ProgramRun, RecordedResource
 from .review import acceptance_review, review
@@ -163,10 +164,17 @@ def plan_document(
         "acceptance": _acceptance(spec, previous),
         # What a client calls and what serves it, per LLM endpoint (render/llm.py).
         "llmRouting": llm_routing(spec.kserve) if spec is not None else [],
-        # The air-gap lockfile given with --bundle-lock: every item and its digest (plan/bundle.py).
-        "bundle": dict(bundle) if bundle is not None else None,
+        # The air-gap lockfile, the stack's own (airGap) or given with --bundle-lock: every item and its digest
+        # (plan/bundle.py).
+        "bundle": dict(bundle) if bundle is not None else _air_gap(spec),
         "secrets": dict(sorted((secrets or {}).items())),
     }
+
+
+def _air_gap(spec: Spec | None) -> dict[str, Any] | None:
+    if spec is None or spec.cluster.mode != "kubeadm" or not spec.air_gap.enabled:
+        return None
+    return air_gap_section(spec.air_gap, spec.nodes)
 
 
 def _acceptance(spec: Spec | None, previous: Mapping[str, Any] | None) -> dict[str, Any] | None:

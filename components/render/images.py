@@ -54,9 +54,9 @@ def hosts_toml(mirror: MirrorSpec) -> str:
     return toml_text.dumps(hosts_document(mirror))
 
 
-def mirror_authorizations(images: ImagesSpec) -> str:
+def mirror_authorizations(mirrors: Iterable[MirrorSpec]) -> str:
     """The stdin of the mirrors step: `registry<TAB>authorization` lines (secret)."""
-    return "".join(f"{m.registry}\t{m.authorization.reveal()}\n" for m in images.mirrors if m.authorization is not None)
+    return "".join(f"{m.registry}\t{m.authorization.reveal()}\n" for m in mirrors if m.authorization is not None)
 
 
 def registry_settings(images: ImagesSpec, config_version: int) -> dict[str, Any]:

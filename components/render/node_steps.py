@@ -14,6 +14,7 @@ from ..config.support import node_settings
 from . import images, kubeadm
 from .gpu_operator import looks_in_preparation, preflight_step
 from .join_credentials import TOKEN_TTL
+from .seed import package_sources, seed_mirrors, seed_node
 from .shell import NodeStep, merge_steps, render_node_script, render_script, rendered_step, script_source
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
@@ -45,8 +46,13 @@ def kubernetes_minor(kubernetes_version: str) -> str:
 def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     """Registry mirrors (unless Spegel writes them) and the image-disk capacity preflight."""
     steps = []
-    mirrors = spec.images.mirrors
-    if mirrors and not spec.images.spegel.enabled:
+    # With Spegel on, Spegel writes each registry's hosts.toml and carries the mirrors (render/images.py); an
+    # air-gapped stack runs without Spegel (config/rules.py) and its seed's mirrors are written here.
+    mirrors = () if spec.images.spegel.enabled else spec.images.mirrors
+    seed = seed_node(spec.air_gap, spec.nodes)
+    if seed is not None:
+        mirrors = (*mirrors, *seed_mirrors(spec.air_gap, seed))
+    if mirrors:
         settings = {
             "MIRROR_REGISTRIES": " ".join(m.registry for m in mirrors),
             "CERTS_DIR": images.CERTS_DIR,
@@ -61,7 +67,7 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
                 "registry-mirrors",
                 f"Configure {len(mirrors)} registry mirror(s)",
                 settings,
-                stdin=Secret(images.mirror_authorizations(spec.images)),
+                stdin=Secret(images.mirror_authorizations(mirrors)),
             )
         )
     needed = images.required_bytes(spec.images, node)
@@ -80,6 +86,27 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     return steps
 
 
+def upstream_sources(repo: str) -> dict[str, str]:
+    """The package repositories of a site with a route out: the Kubernetes project's per-minor repository (its key
+    from there too), and Docker's for containerd on RHEL."""
+    return {
+        "K8S_REPO_KEY_URL": f"{repo}/deb/Release.key",
+        "K8S_REPO_DEB": f"deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] {repo}/deb/ /",
+        "K8S_REPO_RPM": "\n".join(
+            [
+                "[kubernetes]",
+                "name=Kubernetes",
+                f"baseurl={repo}/rpm/",
+                "enabled=1",
+                "gpgcheck=1",
+                f"gpgkey={repo}/rpm/repodata/repomd.xml.key",
+                "exclude=kubelet kubeadm kubectl cri-tools kubernetes-cni",
+            ]
+        ),
+        "DOCKER_REPO_RPM": DOCKER_REPO_RPM,
+    }
+
+
 def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     """Steps that make a bare host ready for kubeadm, in order."""
     minor = kubernetes_minor(spec.kubernetes_version)
@@ -87,6 +114,8 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     version = spec.kubernetes_version.lstrip("v")
     image_disk = image_disk_step(node)
     needs = node_settings(version_tuple(spec.kubernetes_version)[:2])
+    seed = seed_node(spec.air_gap, spec.nodes)
+    sources = package_sources(spec.air_gap, seed) if seed is not None else upstream_sources(repo)
     return [
         *([preflight_step(node)] if looks_in_preparation(spec.gpu_operator, spec.cluster, node) else []),
         rendered_step("os", "Check the operating system and what Kubernetes needs of it", needs),
@@ -100,7 +129,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
             "containerd",
             "Install containerd",
             {
-                "DOCKER_REPO_RPM": DOCKER_REPO_RPM,
+                "DOCKER_REPO_RPM": sources["DOCKER_REPO_RPM"],
                 **{k: v for k, v in needs.items() if k.startswith(("K8S", "CONTAINERD"))},
             },
         ),
@@ -111,19 +140,7 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
                 "K8S_VERSION": version,
                 "NODE_NAME": node.name,
                 "K8S_MINOR": minor,
-                "K8S_REPO_KEY_URL": f"{repo}/deb/Release.key",
-                "K8S_REPO_DEB": f"deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] {repo}/deb/ /",
-                "K8S_REPO_RPM": "\n".join(
-                    [
-                        "[kubernetes]",
-                        "name=Kubernetes",
-                        f"baseurl={repo}/rpm/",
-                        "enabled=1",
-                        "gpgcheck=1",
-                        f"gpgkey={repo}/rpm/repodata/repomd.xml.key",
-                        "exclude=kubelet kubeadm kubectl cri-tools kubernetes-cni",
-                    ]
-                ),
+                **{k: v for k, v in sources.items() if k != "DOCKER_REPO_RPM"},
             },
         ),
         *image_steps(spec, node),

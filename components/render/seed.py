@@ -8,6 +8,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..config import formats
+from ..config.airgap import AirGapSpec, bundle_lock
+from ..config.images import MirrorSpec
+from ..config.nodes import NodeSpec
+from .shell import NodeStep, merge_steps, rendered_step
+
 DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 IMAGE_BLOBS = "images/blobs/sha256"
 """Where an OCI image layout keeps a blob: blobs/<algorithm>/<hex> (opencontainers/image-spec image-layout.md)."""
@@ -86,6 +92,12 @@ def seed_images(lock: Mapping[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def bind_address(host: str) -> str:
+    """Where the seed's servers listen: the seed's own address when the stack names it by address, every
+    interface when by DNS name (a listener cannot bind a name)."""
+    return host if formats.is_ip(host) else "0.0.0.0"
+
+
 def registry_config(address: str, port: int) -> str:
     """The distribution registry's configuration (distribution v2.8 docs/configuration.md): filesystem storage, plain
     HTTP on the seed's address, no deletes. The nodes reach it over the site network only; the digests in the
@@ -138,15 +150,18 @@ def deb_source(seed_address: str, port: int) -> str:
     return f"deb [trusted=yes] http://{seed_address}:{port}/{DEB_REPOSITORY}/ ./"
 
 
-def rpm_source(seed_address: str, port: int, key_path: str) -> str:
-    """The nodes' yum repository: the seed's createrepo_c metadata. RPMs carry the Kubernetes project's signature, so
-    gpgcheck stays on with the project's key from the bundle."""
-    return (
-        "[kubernetes]\nname=Kubernetes (mlcluster air-gap seed)\n"
-        f"baseurl=http://{seed_address}:{port}/{RPM_REPOSITORY}/\n"
-        f"enabled=1\ngpgcheck=1\ngpgkey=http://{seed_address}:{port}/{key_path}\n"
-        "exclude=kubelet kubeadm kubectl cri-tools kubernetes-cni\n"
-    )
+def rpm_repository(section: str, title: str, seed_address: str, port: int, key_path: str, *, exclude: str = "") -> str:
+    """A node's yum repository on the seed's createrepo_c metadata. RPMs carry their publisher's signature (the
+    Kubernetes project's, Docker's), so gpgcheck stays on with the publisher's key from the bundle."""
+    lines = [
+        f"[{section}]",
+        f"name={title} (mlcluster air-gap seed)",
+        f"baseurl=http://{seed_address}:{port}/{RPM_REPOSITORY}/",
+        "enabled=1",
+        "gpgcheck=1",
+        f"gpgkey=http://{seed_address}:{port}/{key_path}",
+    ]
+    return "\n".join([*lines, *([f"exclude={exclude}"] if exclude else [])])
 
 
 def seed_serve_settings(
@@ -170,4 +185,72 @@ def seed_serve_settings(
         "DEB_REPOSITORY": DEB_REPOSITORY,
         "RPM_REPOSITORY": RPM_REPOSITORY,
         "IMAGE_LAYOUT": IMAGE_LAYOUT,
+    }
+
+
+SEED_STEP = "seed"
+KUBE_PACKAGES_EXCLUDED = ("kubelet", "kubeadm", "kubectl", "cri-tools", "kubernetes-cni")
+"""Excluded from routine dnf transactions, as the upstream repository file does (render/node_steps.py)."""
+
+
+def seed_node(air_gap: AirGapSpec, nodes: tuple[NodeSpec, ...]) -> NodeSpec | None:
+    if not air_gap.enabled:
+        return None
+    return next((n for n in nodes if n.name == air_gap.seed), None)
+
+
+def seed_step(air_gap: AirGapSpec, seed: NodeSpec) -> NodeStep:
+    """The seed host's command: every bundle item against the lockfile, then the registry, the repositories and the
+    file server. Its text holds every digest, so a new bundle is a changed step in the plan."""
+    lock = bundle_lock(air_gap.lockfile).document
+    items, _ = bundle_items(lock)  # the lockfile's problems are refused at airGap.lockfile
+    address = bind_address(seed.host)
+    serve = seed_serve_settings(lock, air_gap.bundle_dir, seed.host, air_gap.registry_port, air_gap.files_port)
+    serve["REGISTRY_CONFIG"] = registry_config(address, air_gap.registry_port)
+    serve["FILES_UNIT_TEXT"] = files_unit(air_gap.bundle_dir, address, air_gap.files_port)
+    counts = lock.get("counts") or {}
+    return merge_steps(
+        SEED_STEP,
+        title=f"Check the air-gap bundle ({counts.get('images', 0)} images, {counts.get('packages', 0)} packages,"
+        f" {counts.get('charts', 0)} charts) and serve it",
+        steps=[
+            rendered_step(
+                "bundle-verify",
+                "Check every bundle item against the lockfile",
+                {"BUNDLE_DIR": air_gap.bundle_dir, "BUNDLE_ITEMS": items},
+            ),
+            rendered_step("seed-serve", "Serve the bundle: registry, apt and yum repositories, files", serve),
+        ],
+    )
+
+
+def seed_mirrors(air_gap: AirGapSpec, seed: NodeSpec) -> tuple[MirrorSpec, ...]:
+    """One mirror-only hosts.toml per registry the bundle's images come from, naming the seed's registry under that
+    registry's path (seed_images)."""
+    return tuple(
+        MirrorSpec(
+            registry=registry,
+            endpoints=(seed_mirror_endpoint(seed.host, air_gap.registry_port, registry),),
+            mirrors_only=True,
+            override_path=True,
+        )
+        for registry in bundle_lock(air_gap.lockfile).registries
+    )
+
+
+def package_sources(air_gap: AirGapSpec, seed: NodeSpec) -> dict[str, str]:
+    """The kube-packages and containerd steps' repository settings on an air-gapped site: the seed's repositories,
+    and the lockfile's digest of each Debian package, which the node checks before it installs it."""
+    lock = bundle_lock(air_gap.lockfile)
+    files = air_gap.files_port
+    kubernetes_key = lock.file_path("kubernetes-rpm-key") or "files/kubernetes-rpm-key"
+    docker_key = lock.file_path("docker-ce-rpm-key") or "files/docker-ce-rpm-key"
+    return {
+        "K8S_REPO_KEY_URL": "",
+        "K8S_REPO_DEB": deb_source(seed.host, files),
+        "K8S_REPO_RPM": rpm_repository(
+            "kubernetes", "Kubernetes", seed.host, files, kubernetes_key, exclude=" ".join(KUBE_PACKAGES_EXCLUDED)
+        ),
+        "DOCKER_REPO_RPM": rpm_repository("docker-ce-stable", "Docker CE", seed.host, files, docker_key),
+        "BUNDLE_DEB_DIGESTS": "\n".join(f"{p.name}\t{p.digest.removeprefix('sha256:')}" for p in lock.packages("deb")),
     }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Step: kubeadm, kubelet and kubectl from the per-minor Kubernetes package repository, pinned and held.
+# Step: kubeadm, kubelet and kubectl from the per-minor Kubernetes package repository, pinned and held. On an
+# air-gapped site the repository is the seed's (no key to fetch: BUNDLE_DEB_DIGESTS, the lockfile's digest of each
+# Debian package, is what a downloaded package is checked against before it is installed: lib.sh).
 set -euo pipefail
-: "${K8S_VERSION:?}" "${NODE_NAME:?}" "${K8S_MINOR:?}" "${K8S_REPO_DEB:?}" "${K8S_REPO_RPM:?}" "${K8S_REPO_KEY_URL:?}"
+: "${K8S_VERSION:?}" "${NODE_NAME:?}" "${K8S_MINOR:?}" "${K8S_REPO_DEB:?}" "${K8S_REPO_RPM:?}" "${K8S_REPO_KEY_URL?}"
 packages=(kubeadm kubelet kubectl)
 detect_os
 
@@ -34,7 +36,9 @@ install_or_leave_to_upgrade() {
 case $OS_FAMILY in
   deb)
     keyring=/etc/apt/keyrings/kubernetes-apt-keyring.gpg
-    if [ -s "$keyring" ]; then
+    if [ -z "$K8S_REPO_KEY_URL" ]; then
+      ok "no repository key: each package is checked against the bundle's lockfile"
+    elif [ -s "$keyring" ]; then
       ok "repository key present"
     else
       mkdir -p /etc/apt/keyrings

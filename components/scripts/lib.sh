@@ -305,10 +305,43 @@ kube_packages_install() {
       # After the refresh: apt-mark cannot find packages of a repository apt has not read yet.
       pkg_refresh
       apt-mark unhold "$@" >/dev/null
-      pkg_install --allow-change-held-packages "${@/%/=$version-*}"
+      if [ -n "${BUNDLE_DEB_DIGESTS:-}" ]; then
+        bundle_debs_install --allow-change-held-packages "${@/%/=$version-*}"
+      else
+        pkg_install --allow-change-held-packages "${@/%/=$version-*}"
+      fi
       ;;
     rpm) pkg_install --disableexcludes=kubernetes "${@/%/-$version}" ;;
   esac
+}
+
+# Air gap: apt downloads the packages ($@, apt-get install arguments) into a cache of their own, each one the
+# lockfile lists (BUNDLE_DEB_DIGESTS: name<TAB>sha256 lines) is checked against its digest, and apt installs those
+# very files (it takes a cached package whose hash matches its index instead of fetching it again). A package whose
+# bytes differ stops the step, named, before anything is installed; one the lockfile does not list (a dependency
+# from the site's OS mirror) is apt's to check against its signed index.
+bundle_debs_install() {
+  local cache=/var/cache/mlcluster/apt-archives deb file name expected actual checked=0
+  local -A digest_of=()
+  while IFS=$'\t' read -r name expected; do
+    [ -n "$name" ] && digest_of[$name]=$expected
+  done <<<"$BUNDLE_DEB_DIGESTS"
+  rm -rf "$cache" && mkdir -p "$cache/partial"
+  DEBIAN_FRONTEND=noninteractive run_long apt-get install -y -q --download-only -o "Dir::Cache::Archives=$cache" "$@"
+  for deb in "$cache"/*.deb; do
+    [ -e "$deb" ] || continue
+    file=$(basename "$deb")
+    name=${file%%_*}
+    expected=${digest_of[$name]:-}
+    [ -n "$expected" ] || continue
+    actual=$(sha256sum "$deb" | cut -d' ' -f1)
+    [ "$actual" = "$expected" ] ||
+      die "package deb:$name: $file from the seed has sha256 $actual, the lockfile says $expected: nothing was installed"
+    checked=$((checked + 1))
+  done
+  [ "$checked" -gt 0 ] || die "apt downloaded none of the bundle's packages for $*: is the seed's repository in the sources?"
+  DEBIAN_FRONTEND=noninteractive run_long apt-get install -y -q -o "Dir::Cache::Archives=$cache" "$@"
+  ok "$checked package(s) matched the lockfile's digests before install"
 }
 
 # Holds each of the packages ($@) not held yet, saying which (check-then-act: a hold that failed in an earlier

@@ -27,6 +27,7 @@ from components.render.seed import (
     IMAGE_BLOBS,
     bundle_items,
     deb_source,
+    layout_name,
     seed_mirror_endpoint,
     seed_serve_settings,
 )
@@ -48,10 +49,11 @@ def _blob(layout: Path, data: bytes) -> dict[str, Any]:
 
 
 def oci_image(layout: Path, reference: str) -> str:
-    """A one-layer image in an OCI layout, as `skopeo copy docker://REF oci:DIR:REF` leaves it; its manifest digest."""
+    """A one-layer image in an OCI layout, as `skopeo copy docker://REF oci:DIR:REF` leaves it (added to the layout's
+    index beside the images already there); its manifest digest. Each reference gets a layer of its own."""
     payload = io.BytesIO()
     with tarfile.open(fileobj=payload, mode="w") as tar:
-        content = b"built for the air-gap test\n"
+        content = f"built for the air-gap test: {reference}\n".encode()
         info = tarfile.TarInfo("etc/mlcluster-test")
         info.size = len(content)
         tar.addfile(info, io.BytesIO(content))
@@ -75,35 +77,41 @@ def oci_image(layout: Path, reference: str) -> str:
         ).encode(),
     )
     (layout / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
-    index = {
-        "schemaVersion": 2,
-        "manifests": [
-            {
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                **manifest,
-                "annotations": {"org.opencontainers.image.ref.name": reference},
-            }
-        ],
-    }
-    (layout / "index.json").write_text(json.dumps(index))
+    index_path = layout / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.exists() else {"schemaVersion": 2, "manifests": []}
+    index["manifests"].append(
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            **manifest,
+            "annotations": {"org.opencontainers.image.ref.name": layout_name(reference)},
+        }
+    )
+    index_path.write_text(json.dumps(index))
     return str(manifest["digest"])
 
 
-def deb_package(into: Path) -> Path:
-    """A Debian package built by the real dpkg-deb."""
-    root = into / "build" / "mlcluster-test"
+def built_deb(
+    into: Path, name: str, version: str, depends: str = "", architecture: str = "all", *, content: str = ""
+) -> Path:
+    """A Debian package built by the real dpkg-deb, in the bundle's Debian repository folder."""
+    root = into / "build" / name
     (root / "DEBIAN").mkdir(parents=True)
-    (root / "DEBIAN" / "control").write_text(
-        "Package: mlcluster-test\nVersion: 1.0\nArchitecture: all\nMaintainer: test <t@example.invalid>\n"
-        "Description: built for the air-gap test\n"
+    control = (
+        f"Package: {name}\nVersion: {version}\nArchitecture: {architecture}\nMaintainer: test <t@example.invalid>\n"
     )
-    (root / "usr" / "share" / "mlcluster-test").mkdir(parents=True)
-    (root / "usr" / "share" / "mlcluster-test" / "README").write_text("test\n")
-    out = into / "packages" / "deb" / "mlcluster-test_1.0_all.deb"
-    out.parent.mkdir(parents=True)
+    control += f"Depends: {depends}\n" if depends else ""
+    (root / "DEBIAN" / "control").write_text(control + "Description: built for the air-gap test\n")
+    (root / "usr" / "share" / name).mkdir(parents=True)
+    (root / "usr" / "share" / name / "README").write_text(f"{name} {version}\n{content}")
+    out = into / DEB_REPOSITORY / f"{name}_{version}_{architecture}.deb"
+    out.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(out)], check=True, capture_output=True)
     shutil.rmtree(into / "build")
     return out
+
+
+def deb_package(into: Path) -> Path:
+    return built_deb(into, "mlcluster-test", "1.0")
 
 
 def built_bundle(into: Path) -> dict[str, Any]:

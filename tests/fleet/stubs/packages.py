@@ -4,14 +4,24 @@ Packages come only from repositories the host has configured (the Kubernetes rep
 for DEB, the Docker and Kubernetes `.repo` files for RPM), apt needs `update` after a source changed,
 held packages and dnf excludes behave as upstream, and installing a package puts its binaries on PATH
 and its systemd unit in place.
+
+An air-gap seed's flat repository (`deb [trusted=yes] http://<seed>/... ./`, sources.list(5): `trusted=yes` takes
+the repository without a signature) is read for real over the fleet's network: `update` fetches its Packages index
+(apt-ftparchive's, on the seed), `install` downloads each package's file and refuses one whose SHA256 differs from
+the index ("Hash Sum mismatch": apt-pkg/acquire-item.cc, apt 2.6), `--download-only` stops after the download
+(apt-get(8)), `-o Dir::Cache::Archives=DIR` is where the files go and a file already there with the index's hash is
+used as it is (apt.conf(5), apt-get(8) "autoclean"). A package's `Depends` found in the index come with it.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import re
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,6 +80,33 @@ def _k8s_versions(host: Host, name: str, minor: str) -> list[str]:
     return [v for v in released if f"{name}-{v}" not in lacks]
 
 
+SEED_SOURCE = re.compile(r"^deb \[trusted=yes\] (http://\S+/) \./$", re.MULTILINE)
+ARCHIVES = "/var/cache/apt/archives"
+
+
+def _seed_base(text: str | None) -> str | None:
+    match = SEED_SOURCE.search(text or "")
+    return match.group(1) if match else None
+
+
+def _fetch(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return bytes(response.read())
+    except (urllib.error.URLError, OSError) as error:
+        raise fail(f"E: Failed to fetch {url}  {error}", 100) from None
+
+
+def _index(text: str) -> dict[str, list[dict[str, str]]]:
+    """A Packages file (deb-control stanzas) -> name -> its entries."""
+    packages: dict[str, list[dict[str, str]]] = {}
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith(" "))
+        if "Package" in fields:
+            packages.setdefault(fields["Package"], []).append(fields)
+    return packages
+
+
 def _sources_hash() -> str:
     return sha256(f"{_read(DEB_K8S_SOURCE)}|{os.path.exists(DEB_K8S_KEYRING)}")
 
@@ -79,6 +116,10 @@ def _deb_available(host: Host, state: dict[str, Any], name: str) -> list[str]:
         return [REAL_PACKAGES[name][0]]
     if name == "containerd":
         return [f"{host.settings.get('containerdVersion', '1.7.24')}~ds1-1"]
+    if name in K8S_PACKAGES and _seed_base(_read(DEB_K8S_SOURCE)):
+        if state.get("aptUpdatedSources") != _sources_hash():
+            return []
+        return [entry["Version"] for entry in state.get("seedIndex", {}).get(name, [])]
     if name in K8S_PACKAGES:
         minor = _k8s_minor(_read(DEB_K8S_SOURCE))
         # apt sees a source only after `apt-get update` read it (and its signing key).
@@ -103,10 +144,61 @@ def _installed(host: Host, state: dict[str, Any], name: str, version: str) -> No
             units.append(unit)
 
 
+def _options(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(the words, the `-o Key=Value` options) of an apt-get command line."""
+    words: list[str] = []
+    options: dict[str, str] = {}
+    skip = False
+    for index, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == "-o":
+            key, _, value = argv[index + 1].partition("=")
+            options[key] = value
+            skip = True
+        elif not arg.startswith("-"):
+            words.append(arg)
+    return words, options
+
+
+def _seed_download(base: str, entry: dict[str, str], archives: str) -> None:
+    """The package's file into `archives`, as apt fetches it: its SHA256 must be the index's."""
+    name = os.path.basename(entry["Filename"])
+    target = Path(archives) / name
+    if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == entry["SHA256"]:
+        return
+    url = base + entry["Filename"].removeprefix("./")
+    data = _fetch(url)
+    if hashlib.sha256(data).hexdigest() != entry["SHA256"]:
+        raise fail(f"E: Failed to fetch {url}  Hash Sum mismatch", 100)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    print(f"Get: {url} {entry['Package']} {entry['Version']}")
+
+
+def _with_seed_dependencies(state: dict[str, Any], plan: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The plan and the Depends of each planned package that the seed's index holds (once each)."""
+    index = state.get("seedIndex", {})
+    names = {name for name, _ in plan}
+    for name, version in list(plan):
+        entry = next((e for e in index.get(name, []) if e["Version"] == version), None)
+        for dependency in (entry or {}).get("Depends", "").split(","):
+            depends = dependency.strip().split(" ")[0]
+            if depends in index and depends not in names:
+                names.add(depends)
+                plan.append((depends, index[depends][-1]["Version"]))
+    return plan
+
+
 def apt_get(host: Host, argv: list[str]) -> int:
-    words = [a for a in argv if not a.startswith("-")]
+    words, options = _options(argv)
     with host.state() as state:
         if words[:1] == ["update"]:
+            base = _seed_base(_read(DEB_K8S_SOURCE))
+            if base is not None:
+                state["seedIndex"] = _index(_fetch(base + "Packages").decode())
+                print(f"Get:1 {base} ./ Packages")
             state["aptUpdatedSources"] = _sources_hash()
             host.record_extra["sourcesSha256"] = state["aptUpdatedSources"]
             print("Reading package lists...")
@@ -130,6 +222,16 @@ def apt_get(host: Host, argv: list[str]) -> int:
             if name in held and packages.get(name) != version and "--allow-change-held-packages" not in argv:
                 raise fail("E: Held packages were changed and -y was used without --allow-change-held-packages.", 100)
             plan.append((name, version))
+        base = _seed_base(_read(DEB_K8S_SOURCE))
+        if base is not None:
+            plan = _with_seed_dependencies(state, plan)
+            for name, version in plan:
+                entry = next((e for e in state.get("seedIndex", {}).get(name, []) if e["Version"] == version), None)
+                if entry is not None:
+                    _seed_download(base, entry, options.get("Dir::Cache::Archives", ARCHIVES))
+        if "--download-only" in argv or "-d" in argv:
+            print("Download complete and in download only mode")
+            return 0
         for name, version in plan:
             _installed(host, state, name, version)
             if name in UNITS:

@@ -1,0 +1,221 @@
+"""An air-gapped site bootstrapped through the program (issue 51): hosts with no route outside the fleet, a seed host
+(the first control plane) that checks the bundle and serves it with the real distribution registry, apt-ftparchive's
+repository and python's file server, and nodes whose packages and images come only from there.
+
+The bundle is built for the test from real formats: Debian packages by dpkg-deb named and versioned as the
+Kubernetes project's (their contents are not), images in an OCI layout; the lockfile is what `fetch` writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config.airgap import KUBEADM_IMAGES
+from components.config.spec import DEFAULT_KUBERNETES_VERSION
+from components.render.containerd import SANDBOX_IMAGE
+from components.render.seed import DEB_REPOSITORY
+
+from .engine import FleetEngine
+from .hosts import Fleet, HostSpec
+from .steps import step_outputs
+from .test_airgap_bundle import BUNDLE_ON_SEED, built_deb, flip_byte, oci_image, put_on
+
+pytestmark = pytest.mark.fleet
+
+VERSION = DEFAULT_KUBERNETES_VERSION
+PACKAGE_VERSION = f"{VERSION}-1.1"
+CRI_TOOLS = "1.35.0-1.1"
+CNI = "1.7.1-1.1"
+MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json"
+
+
+def _sha(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def kubernetes_bundle(into: Path) -> dict[str, Any]:
+    """The bundle of a stack at VERSION (Debian family): the five Kubernetes packages with the Depends the project's
+    packages declare (kubeadm: cri-tools; kubelet: kubernetes-cni), kubeadm's images and the sandbox image; its
+    fetched lockfile."""
+    debs = [
+        built_deb(into, "kubeadm", PACKAGE_VERSION, depends="cri-tools (>= 1.30.0)", architecture="amd64"),
+        built_deb(into, "kubelet", PACKAGE_VERSION, depends="kubernetes-cni (>= 1.2.0)", architecture="amd64"),
+        built_deb(into, "kubectl", PACKAGE_VERSION, architecture="amd64"),
+        built_deb(into, "cri-tools", CRI_TOOLS, architecture="amd64"),
+        built_deb(into, "kubernetes-cni", CNI, architecture="amd64"),
+    ]
+    references = [f"registry.k8s.io/{name}:v{VERSION}" for name in KUBEADM_IMAGES] + [SANDBOX_IMAGE]
+    images = [{"reference": r, "digest": oci_image(into / "images", r)} for r in references]
+    return {
+        "schema": "mlcluster.io/bundle-lock/v1",
+        "stack": "fleet",
+        "kubernetesVersion": VERSION,
+        "counts": {"charts": 0, "images": len(images), "packages": len(debs), "files": 0},
+        "charts": [],
+        "images": images,
+        "packages": {
+            "deb": [
+                {
+                    "name": deb.name.split("_")[0],
+                    "version": VERSION if deb.name.split("_")[0] in ("kubeadm", "kubelet", "kubectl") else None,
+                    "digest": _sha(deb),
+                    "path": str(deb.relative_to(into)),
+                }
+                for deb in debs
+            ]
+        },
+        "files": [],
+        "unresolved": [],
+        "unrendered": [],
+    }
+
+
+def air_gapped_values(hosts: Fleet, names: list[str], lockfile: Path) -> tuple[dict[str, Any], list[str]]:
+    nodes = [hosts[names[0]].node("control-plane"), *(hosts[n].node() for n in names[1:])]
+    return hosts.stack_values(nodes, airGap={"enabled": True, "seed": names[0], "lockfile": str(lockfile)})
+
+
+def failed_step(run: Any) -> tuple[str, str]:
+    """(resource, stdout and stderr) of the one step that failed."""
+    assert run.error is not None, "the run did not fail"
+    (failed,) = [s for s in run.steps if s.rc != 0]
+    return failed.resource, (failed.stdout or "") + failed.stderr
+
+
+def seed_output(run: Any, seed: str) -> dict[str, str]:
+    return step_outputs(run.step(f"{seed}-seed"))
+
+
+def test_nodes_with_no_route_bootstrap_from_the_seed_and_a_flipped_byte_stops_at_the_seed(
+    fleet, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    hosts = fleet(HostSpec("cp-1", offline=True), HostSpec("w-1", offline=True), HostSpec("w-2", offline=True))
+    seed, worker = hosts["cp-1"], hosts["w-1"]
+    for host in (seed, worker):
+        assert "default" not in host.run("ip route").stdout  # no route leaves the fleet's network
+    bundle = tmp_path / "bundle"
+    lock = kubernetes_bundle(bundle)
+    lockfile = tmp_path / "bundle.lock.json"
+    lockfile.write_text(json.dumps(lock))
+    values, secret = air_gapped_values(hosts, ["cp-1", "w-1"], lockfile)
+    put_on(seed, bundle)
+
+    # 1. One bit of kubelet's package flipped on the seed's disk: the seed's check stops the run there, naming it,
+    #    before the registry or a repository serves anything and before any node prepares.
+    kubelet = next(p for p in lock["packages"]["deb"] if p["name"] == "kubelet")
+    flip_byte(seed, f"{BUNDLE_ON_SEED}/{kubelet['path']}")
+    engine = FleetEngine()
+    try:
+        tampered = engine.up(values, secret)
+        resource, output = failed_step(tampered)
+        assert resource == "cp-1-seed", output
+        assert f"error: bundle item package deb:kubelet: {kubelet['path']} has sha256" in output
+        assert not [s for s in tampered.steps if s.step == "prepare"], "a node prepared from a tampered bundle"
+        for host in (seed, worker):
+            assert "kubelet" not in host.state().get("packages", {})
+        assert "packages" not in seed.run(f"ls {BUNDLE_ON_SEED}/{DEB_REPOSITORY}").stdout.split()  # no index made
+
+        # 2. The byte flipped back (a fresh copy of the bundle): the same `up` goes on from the seed.
+        flip_byte(seed, f"{BUNDLE_ON_SEED}/{kubelet['path']}")
+        first = engine.up(values, secret)
+        first.raise_error()
+    finally:
+        engine.close()
+    served = seed_output(first, "cp-1")
+    items = len(lock["images"]) + len(lock["packages"]["deb"])
+    blobs = 2 * len(lock["images"])  # each image's config and one layer
+    assert (
+        f"ok: bundle at /var/lib/mlcluster/bundle: {items} items match the lockfile ({blobs} image blobs)"
+        in (served["bundle-verify"])
+    )
+    assert f"changed: {len(lock['images'])} image(s) loaded into the seed registry" in served["seed-serve"]
+    assert "changed: apt repository index written (5 packages)" in served["seed-serve"]
+
+    for host in (seed, worker):
+        state = host.state()
+        installed = {name: state["packages"][name] for name in ("kubeadm", "kubelet", "kubectl", "cri-tools")}
+        assert installed == {
+            "kubeadm": PACKAGE_VERSION,
+            "kubelet": PACKAGE_VERSION,
+            "kubectl": PACKAGE_VERSION,
+            "cri-tools": CRI_TOOLS,
+        }
+        assert state["packages"]["kubernetes-cni"] == CNI  # kubelet's Depends, from the seed's index
+        # Every package came from the seed, downloaded by apt into the cache the node checked it in.
+        prepare = step_outputs(first.step(f"{host.name}-prepare"))
+        assert (
+            "ok: no repository key: each package is checked against the bundle's lockfile" in prepare["kube-packages"]
+        )
+        assert "ok: 5 package(s) matched the lockfile's digests before install" in prepare["kube-packages"]
+        cached = host.run("sha256sum /var/cache/mlcluster/apt-archives/*.deb").stdout
+        assert {line.split()[0] for line in cached.splitlines()} == {
+            p["digest"].removeprefix("sha256:") for p in lock["packages"]["deb"]
+        }
+        assert not [c for c in host.calls("curl") if not c.get("real")], "a node fetched from outside the fleet"
+        # containerd's hosts.toml names the seed for registry.k8s.io, mirror-only; what it asks the seed's
+        # registry for each of kubeadm's images is the lockfile's manifest.
+        document = tomllib.loads(host.read("/etc/containerd/certs.d/registry.k8s.io/hosts.toml"))
+        endpoint = f"http://{seed.address}:5000/v2/registry.k8s.io"
+        assert document == {"host": {endpoint: {"capabilities": ["pull", "resolve"], "override_path": True}}}
+        for image in lock["images"]:
+            name, tag = image["reference"].removeprefix("registry.k8s.io/").rsplit(":", 1)
+            url = f"{endpoint}/{name}/manifests/{tag}"
+            head = host.run(f"/usr/bin/curl -fsS -I -H 'Accept: {MANIFEST_TYPES}' {shlex.quote(url)}").stdout
+            assert f"Docker-Content-Digest: {image['digest']}" in head, (url, head)
+    assert len(hosts.clusters()) == 1 and sorted(hosts.clusters()[0]["nodes"]) == ["cp-1", "w-1"]
+
+    # 3. The same stack with the engine's state lost: every command runs again.
+    again_engine = FleetEngine()
+    try:
+        again = again_engine.up(values, secret)
+        again.raise_error()
+        # State lost: every command runs again and the seed says only `ok:` (nothing reloaded, nothing rebuilt).
+        lines = [line for output in seed_output(again, "cp-1").values() for line in output.splitlines()]
+        assert lines and all(line.startswith("ok: ") for line in lines), lines
+
+        # 4. Day 2, a node added while whoever controls the seed's served files swapped kubelet's package: apt's
+        #    own check (the package against the index) stops the new node first; with the index rewritten to
+        #    match, the node's check against the lockfile does, naming the package, with nothing installed.
+        repo = f"{BUNDLE_ON_SEED}/{DEB_REPOSITORY}"
+        swapped = built_deb(
+            tmp_path / "swapped", "kubelet", PACKAGE_VERSION, "kubernetes-cni (>= 1.2.0)", "amd64", content="not ours"
+        )
+        seed.run(f"cp {swapped} {repo}/{swapped.name}")
+        added, added_secret = air_gapped_values(hosts, ["cp-1", "w-1", "w-2"], lockfile)
+        index_stale = again_engine.up(added, added_secret)
+        resource, output = failed_step(index_stale)
+        assert resource == "w-2-prepare" and f"kubelet_{PACKAGE_VERSION}_amd64.deb  Hash Sum mismatch" in output, output
+        seed.run(f"cd {repo} && apt-ftparchive packages . > Packages")
+        day2 = again_engine.up(added, added_secret)
+    finally:
+        again_engine.close()
+    resource, output = failed_step(day2)
+    assert resource == "w-2-prepare", output
+    assert f"error: package deb:kubelet: kubelet_{PACKAGE_VERSION}_amd64.deb from the seed has sha256" in output
+    assert kubelet["digest"].removeprefix("sha256:") in output
+    assert not {"kubelet", "kubeadm"} & set(hosts["w-2"].state().get("packages", {}))
+
+
+def test_a_seed_that_is_not_debian_is_refused_by_the_step(fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    hosts = fleet(HostSpec("cp-1", os="rocky-9", offline=True))
+    bundle = tmp_path / "bundle"
+    lock = kubernetes_bundle(bundle)
+    lockfile = tmp_path / "bundle.lock.json"
+    lockfile.write_text(json.dumps(lock))
+    put_on(hosts["cp-1"], bundle)
+    values, secret = air_gapped_values(hosts, ["cp-1"], lockfile)
+    engine = FleetEngine()
+    try:
+        run = engine.up(values, secret)
+    finally:
+        engine.close()
+    resource, output = failed_step(run)
+    assert resource == "cp-1-seed"
+    assert "ok: bundle at /var/lib/mlcluster/bundle: 10 items match the lockfile" in output  # checked first
+    assert "the seed needs Debian's or Ubuntu's docker-registry and apt-utils packages" in output

@@ -1,0 +1,247 @@
+"""An air-gapped stack on the mock engine: the seed's command before every node's preparation, the nodes' package
+sources and registry hosts on the seed, nothing on a node fetched from outside the site, and the refusals by key."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.config.schema import ConfigError
+from components.plan.diff import load_plan
+from components.plan.writer import write_plan
+from components.render.seed import bundle_items
+
+from .conftest import load_spec, stack_values
+
+SEED = "cp-1"
+SEED_HOST = "10.20.0.11"
+OUTSIDE = re.compile(r"https?://(?!10\.20\.0\.11[:/])[A-Za-z0-9.-]+")
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def fetched_lock(path: Path, version: str = "1.35.8", *, drop: str = "", unfetched: bool = False) -> Path:
+    """A fetched lockfile (digests and paths filled) with what the program reads: the Kubernetes packages of both
+    families, kubeadm's images and a few of the platform's, from three registries."""
+    images = [f"registry.k8s.io/{c}:v{version}" for c in ("kube-apiserver", "kube-controller-manager")]
+    images += [f"registry.k8s.io/{c}:v{version}" for c in ("kube-scheduler", "kube-proxy")]
+    images += [
+        "registry.k8s.io/pause:3.10",
+        "nvcr.io/nvidia/gpu-operator:v25.10.1",
+        "quay.io/jetstack/cert-manager-controller:v1.19.1",
+    ]
+    packages: dict[str, list[dict[str, Any]]] = {}
+    for family, suffix in (("deb", "_amd64.deb"), ("rpm", ".x86_64.rpm")):
+        packages[family] = [
+            {
+                "name": name,
+                "version": version if name in ("kubeadm", "kubelet", "kubectl") else None,
+                "digest": None if unfetched else _digest(f"{family}{name}"),
+                "path": f"packages/{family}/{name}-{version}{suffix}",
+            }
+            for name in ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
+            if name != drop
+        ]
+    document = {
+        "schema": "mlcluster.io/bundle-lock/v1",
+        "stack": "onprem",
+        "kubernetesVersion": version,
+        "counts": {"charts": 1, "images": len(images), "packages": 10, "files": 2},
+        "charts": [{"name": "gpu-operator", "version": "v25.10.1", "digest": _digest("c"), "path": "charts/g.tgz"}],
+        "images": [{"reference": r, "digest": _digest(r)} for r in images if not r.startswith(drop or "-")],
+        "packages": packages,
+        "files": [
+            {"name": "kubernetes-rpm-key", "url": "u1", "digest": _digest("k"), "path": "files/kubernetes-rpm-key"},
+            {"name": "docker-ce-rpm-key", "url": "u2", "digest": _digest("d"), "path": "files/docker-ce-rpm-key"},
+        ],
+    }
+    path.write_text(json.dumps(document))
+    return path
+
+
+def air_gapped(lock: Path, **air_gap: Any) -> tuple[dict[str, Any], list[str]]:
+    values, secret = stack_values("onprem")
+    values = copy.deepcopy(values)
+    values["images"] = {**values["images"], "spegel": {"enabled": False}, "mirrors": []}
+    values["airGap"] = {"enabled": True, "seed": SEED, "lockfile": str(lock), **air_gap}
+    return values, secret
+
+
+def errors(values: dict[str, Any], secret: list[str]) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_spec(values, secret)
+    return [str(p) for p in info.value.problems.errors]
+
+
+def test_the_seed_serves_before_any_node_prepares_and_no_node_reaches_outside(run_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lockfile = fetched_lock(tmp_path / "lock.json")
+    values, secret = air_gapped(lockfile)
+    run = run_stack(values=values, secret=secret)
+    seed = run.named(f"{SEED}-seed")
+    prepares = [r for r in run.resources if r.name.endswith("-prepare") and r.type == "command:remote:Command"]
+    assert len(prepares) == 9
+    for prepare in prepares:
+        assert seed.urn in prepare.depends_on, f"{prepare.name} does not wait for the seed"
+
+    # The seed's command checks every item of the lockfile (its digests are in the text), then serves.
+    seed_command = seed.inputs["create"]
+    items, problems = bundle_items(json.loads(lockfile.read_text()))
+    assert problems == []
+    for row in items.splitlines():
+        assert row.split("\t")[0] in seed_command
+    assert seed_command.index("bundle-verify") < seed_command.index("seed-serve")
+    assert f"deb [trusted=yes] http://{SEED_HOST}:8080/packages/deb/ ./" in prepares[0].inputs["create"]
+
+    for prepare in prepares:
+        text = prepare.inputs["create"]
+        # Every registry of the bundle resolves to the seed, mirror-only, under its own path.
+        for registry in ("nvcr.io", "quay.io", "registry.k8s.io"):
+            hosts = re.search(
+                rf"HOSTS_TOML_\d+='(\[host\.\"http://{SEED_HOST}:5000/v2/{re.escape(registry)}\"\][^']*)'", text
+            )
+            assert hosts is not None, f"{prepare.name}: no hosts.toml for {registry}"
+            document = tomllib.loads(hosts.group(1))
+            assert "server" not in document
+            assert document["host"][f"http://{SEED_HOST}:5000/v2/{registry}"]["override_path"] is True
+        assert "BUNDLE_DEB_DIGESTS=" in text and _digest("debkubeadm").removeprefix("sha256:") in text
+        assert f"gpgkey=http://{SEED_HOST}:8080/files/kubernetes-rpm-key" in text
+        # Nothing a node runs names a place outside the site (the package repositories, Docker's, a key URL).
+        outside = sorted(set(OUTSIDE.findall(text)))
+        assert outside == [], f"{prepare.name} reaches outside: {outside}"
+
+
+def test_without_air_gap_the_nodes_use_the_upstream_repositories(run_stack) -> None:  # type: ignore[no-untyped-def]
+    """The check above can fail: the same look finds the outside repositories on an ordinary stack."""
+    run = run_stack()
+    text = run.named("cp-1-prepare").inputs["create"]
+    assert "https://pkgs.k8s.io" in OUTSIDE.findall(text) or any("pkgs.k8s.io" in u for u in OUTSIDE.findall(text))
+    assert not [r for r in run.resources if r.name.endswith("-seed")]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"seed": "nobody"}, 'mlcluster:airGap.seed: "nobody" names no node: the nodes are cp-1, cp-2'),
+        ({"seed": None}, "mlcluster:airGap.seed: is required when airGap.enabled"),
+        ({"filesPort": 5000}, "mlcluster:airGap.filesPort: is the registry's port too (5000)"),
+        ({"registryPort": 6443}, "mlcluster:airGap.registryPort: 6443 is the API server's port on a node"),
+        ({"bundleDir": "/etc"}, 'mlcluster:airGap.bundleDir: "/etc" is a system directory'),
+        ({"lockfile": "/nonexistent/lock.json"}, "mlcluster:airGap.lockfile: cannot read /nonexistent/lock.json"),
+    ],
+)
+def test_settings_refused_by_key(tmp_path: Path, change: dict[str, Any], expected: str) -> None:
+    values, secret = air_gapped(fetched_lock(tmp_path / "lock.json"), **change)
+    found = errors(values, secret)
+    assert any(e.startswith(expected) for e in found), found
+
+
+@pytest.mark.parametrize(
+    ("lock", "expected"),
+    [
+        (
+            {"unfetched": True},
+            "mlcluster:airGap.lockfile: 10 item(s) have no sha256 digest, first package deb:kubeadm: a lockfile from"
+            " `lock` lists what to fetch",
+        ),
+        (
+            {"version": "1.34.4"},
+            "mlcluster:airGap.lockfile: is the bundle of Kubernetes 1.34.4, the stack runs 1.35.8: lock and fetch",
+        ),
+        ({"drop": "kubelet"}, "mlcluster:airGap.lockfile: holds kubeadm, kubelet and kubectl 1.35.8 for no OS family"),
+        (
+            {"drop": "registry.k8s.io/kube-proxy"},
+            "mlcluster:airGap.lockfile: holds no registry.k8s.io/kube-proxy:v1.35.8, which kubeadm pulls",
+        ),
+    ],
+)
+def test_a_bundle_that_cannot_serve_the_stack_is_refused(tmp_path: Path, lock: dict[str, Any], expected: str) -> None:
+    values, secret = air_gapped(fetched_lock(tmp_path / "lock.json", **lock))
+    found = errors(values, secret)
+    assert any(e.startswith(expected) for e in found), found
+
+
+def test_a_lockfile_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    for name, text, expected in (
+        ("broken.json", "{", "is not JSON"),
+        ("other.json", json.dumps({"schema": "x"}), "is not a bundle lockfile (schema mlcluster.io/bundle-lock/v1)"),
+    ):
+        (tmp_path / name).write_text(text)
+        found = errors(*air_gapped(tmp_path / name))
+        assert any(e.startswith("mlcluster:airGap.lockfile: ") and expected in e for e in found), found
+    escaping = json.loads(fetched_lock(tmp_path / "lock.json").read_text())
+    escaping["packages"]["deb"][0]["path"] = "../../etc/passwd"
+    (tmp_path / "escaping.json").write_text(json.dumps(escaping))
+    found = errors(*air_gapped(tmp_path / "escaping.json"))
+    assert (
+        "mlcluster:airGap.lockfile: package deb:kubeadm: path '../../etc/passwd' is not a plain path inside the bundle"
+        in found
+    )
+
+
+def test_spegel_and_a_mirror_of_a_served_registry_are_refused_beside_the_air_gap(tmp_path: Path) -> None:
+    values, secret = air_gapped(fetched_lock(tmp_path / "lock.json"))
+    values["images"] = {
+        "spegel": {"enabled": True},
+        "mirrors": [{"registry": "nvcr.io", "endpoints": ["https://cache.lab.example"]}],
+    }
+    found = errors(values, secret)
+    assert any(e.startswith("mlcluster:images.spegel.enabled: cannot run beside airGap yet") for e in found), found
+    assert any(
+        e.startswith('mlcluster:images.mirrors[0].registry: "nvcr.io" is served by the air-gap seed') for e in found
+    ), found
+
+
+def test_the_plan_lists_the_bundle_and_a_new_bundle_shows_in_the_compare(run_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The first screen names the seed and what it serves; plan.json holds every item with its digest; a stack moved
+    to a new bundle (an image's new digest, an image added) shows item by item in the plan diff."""
+    lockfile = fetched_lock(tmp_path / "lock.json")
+    values, secret = air_gapped(lockfile)
+    first = write_plan(
+        run_stack(values=values, secret=secret).run,
+        tmp_path / "before",
+        project="mlcluster",
+        stack="onprem",
+        spec=load_spec(values, secret),
+    )
+    assert f"bundle: {lockfile}: 1 charts, 7 images, 10 packages, 2 files; digests 20 of 20 filled" in first
+    assert (
+        f"  air gap: seed {SEED} checks every item, then serves images at http://{SEED_HOST}:5000 (nvcr.io, quay.io,"
+        f" registry.k8s.io) and packages, charts and files at http://{SEED_HOST}:8080" in first
+    )
+    plan = json.loads((tmp_path / "before" / "plan.json").read_text())
+    assert plan["bundle"]["seed"] == SEED and plan["bundle"]["items"]["image"]["registry.k8s.io/pause:3.10"] == (
+        _digest("registry.k8s.io/pause:3.10")
+    )
+
+    newer = json.loads(lockfile.read_text())
+    newer["images"][-1]["digest"] = _digest("a rebuilt cert-manager")
+    newer["images"].append({"reference": "quay.io/jetstack/cert-manager-webhook:v1.19.1", "digest": _digest("w")})
+    (tmp_path / "newer.json").write_text(json.dumps(newer))
+    values, secret = air_gapped(tmp_path / "newer.json")
+    second = write_plan(
+        run_stack(values=values, secret=secret).run,
+        tmp_path / "after",
+        project="mlcluster",
+        stack="onprem",
+        spec=load_spec(values, secret),
+        earlier=load_plan(tmp_path / "before"),
+        compared_with="before",
+    )
+    assert "bundle (the air-gap lockfile: items added, removed, or whose digest changed)" in second
+    assert "  + image quay.io/jetstack/cert-manager-webhook:v1.19.1" in second
+    controller = "quay.io/jetstack/cert-manager-controller:v1.19.1"
+    assert f"  ~ image {controller}: {_digest(controller)} -> {_digest('a rebuilt cert-manager')}" in second
+    # The seed's command holds the digests: a new bundle re-runs the seed's step, and only it (no node's preparation:
+    # the registries it serves are the same).
+    rerun = f"  {SEED}\n    ~ seed                     re-runs: script changed in bundle-verify, seed-serve"
+    assert rerun in second, second
+    assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s)" in second
