@@ -29,9 +29,34 @@ def _digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+ONPREM_CHARTS = (
+    ("tigera-operator", "v3.30.3"), ("local-path-provisioner", "0.0.37"), ("kube-prometheus-stack", "88.5.3"),
+    ("prometheus-adapter", "5.3.0"), ("kueue", "0.19.2"), ("cert-manager", "v1.21.1"), ("metrics-server", "3.13.0"),
+    ("kubeflow-trainer", "2.3.0"), ("gpu-operator", "v26.7.0"), ("kserve-crd", "v0.20.0"), ("nvsentinel", "v1.19.0"),
+    ("gateway-helm", "v1.9.0"), ("kserve-resources", "v0.20.0"), ("kserve-runtime-configs", "v0.20.0"),
+)  # fmt: skip
+"""The on-prem example's releases (its plan's first screen): the program installs each from the bundle."""
+
+
+def _charts(folder: Path, drop: str) -> list[dict[str, Any]]:
+    """An archive per chart beside the lockfile (its bytes stand in for the chart's: Helm does not run here)."""
+    (folder / "charts").mkdir(parents=True, exist_ok=True)
+    charts = []
+    for name, version in ONPREM_CHARTS:
+        if name == drop:
+            continue
+        archive = folder / "charts" / f"{name}-{version}.tgz"
+        archive.write_bytes(f"{name} {version}".encode())
+        charts.append(
+            {"name": name, "version": version, "digest": _digest(f"{name} {version}"), "path": f"charts/{archive.name}"}
+        )
+    return charts
+
+
 def fetched_lock(path: Path, version: str = "1.35.8", *, drop: str = "", unfetched: bool = False) -> Path:
     """A fetched lockfile (digests and paths filled) with what the program reads: the Kubernetes packages of both
-    families, kubeadm's images and a few of the platform's, from three registries."""
+    families, kubeadm's images and a few of the platform's, from three registries, and the charts of every
+    release (archives beside the lockfile)."""
     images = [f"registry.k8s.io/{c}:v{version}" for c in ("kube-apiserver", "kube-controller-manager")]
     images += [f"registry.k8s.io/{c}:v{version}" for c in ("kube-scheduler", "kube-proxy")]
     images += [
@@ -55,8 +80,8 @@ def fetched_lock(path: Path, version: str = "1.35.8", *, drop: str = "", unfetch
         "schema": "mlcluster.io/bundle-lock/v1",
         "stack": "onprem",
         "kubernetesVersion": version,
-        "counts": {"charts": 1, "images": len(images), "packages": 10, "files": 2},
-        "charts": [{"name": "gpu-operator", "version": "v25.10.1", "digest": _digest("c"), "path": "charts/g.tgz"}],
+        "counts": {"charts": len(ONPREM_CHARTS), "images": len(images), "packages": 10, "files": 2},
+        "charts": _charts(path.parent, drop),
         "images": [{"reference": r, "digest": _digest(r)} for r in images if not r.startswith(drop or "-")],
         "packages": packages,
         "files": [
@@ -212,7 +237,7 @@ def test_the_plan_lists_the_bundle_and_a_new_bundle_shows_in_the_compare(run_sta
         stack="onprem",
         spec=load_spec(values, secret),
     )
-    assert f"bundle: {lockfile}: 1 charts, 7 images, 10 packages, 2 files; digests 20 of 20 filled" in first
+    assert f"bundle: {lockfile}: 14 charts, 7 images, 10 packages, 2 files; digests 33 of 33 filled" in first
     assert (
         f"  air gap: seed {SEED} checks every item, then serves images at http://{SEED_HOST}:5000 (nvcr.io, quay.io,"
         f" registry.k8s.io) and packages, charts and files at http://{SEED_HOST}:8080" in first
@@ -245,3 +270,38 @@ def test_the_plan_lists_the_bundle_and_a_new_bundle_shows_in_the_compare(run_sta
     rerun = f"  {SEED}\n    ~ seed                     re-runs: script changed in bundle-verify, seed-serve"
     assert rerun in second, second
     assert "summary: 1 step(s) re-run and 0 replaced on 1 node(s)" in second
+
+
+def test_every_release_installs_its_chart_from_the_bundle(run_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Helm runs where Pulumi runs, which has no route out either: each release names the bundle's archive, checked
+    against the lockfile's digest before Helm reads it; no release names a repository."""
+    lockfile = fetched_lock(tmp_path / "lock.json")
+    run = run_stack(values=air_gapped(lockfile)[0], secret=air_gapped(lockfile)[1])
+    releases = run.of_type("kubernetes:helm.sh/v3:Release")
+    assert len(releases) == len(ONPREM_CHARTS)
+    for release in releases:
+        chart = release.inputs["chart"]
+        assert chart == str(tmp_path / "charts" / f"{Path(chart).name}"), chart
+        assert Path(chart).name == f"{Path(chart).name.rsplit('-', 1)[0]}-{release.inputs['version']}.tgz"
+        assert not release.inputs.get("repositoryOpts"), release.name
+
+
+@pytest.mark.parametrize("fault", ["missing", "altered", "not in the lockfile"])
+def test_a_chart_the_bundle_cannot_give_stops_the_program_by_name(run_stack, tmp_path: Path, fault: str) -> None:  # type: ignore[no-untyped-def]
+    lockfile = fetched_lock(tmp_path / "lock.json", drop="kueue" if fault == "not in the lockfile" else "")
+    archive = tmp_path / "charts" / "kueue-0.19.2.tgz"
+    if fault == "missing":
+        archive.unlink()
+    elif fault == "altered":
+        archive.write_bytes(b"kueue 0.19.3")
+    values, secret = air_gapped(lockfile)
+    with pytest.raises(Exception, match="kueue") as info:
+        run_stack(values=values, secret=secret)
+    expected = {
+        "missing": f"bundle item chart kueue@0.19.2: {archive}: No such file or directory",
+        "altered": f"bundle item chart kueue@0.19.2: {archive} has {_digest('kueue 0.19.3')}, the lockfile says"
+        f" {_digest('kueue 0.19.2')}",
+        "not in the lockfile": "mlcluster:airGap.lockfile: holds no chart oci://registry.k8s.io/kueue/charts/kueue"
+        " 0.19.2, which release kueue-system/kueue installs",
+    }[fault]
+    assert expected in str(info.value), str(info.value)

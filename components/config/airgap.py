@@ -105,6 +105,15 @@ class BundleLock:
             for p in (self.document.get("packages") or {}).get(family) or []
         )
 
+    def chart(self, reference: str, version: str) -> tuple[str, str] | None:
+        """(path inside the bundle, digest) of a release's chart, by its reference's last segment and version (the
+        lockfile's chart name: components/airgap/releases.py chart_directory)."""
+        name = reference.rstrip("/").rsplit("/", 1)[-1]
+        for chart in self.document.get("charts") or []:
+            if chart.get("name") == name and str(chart.get("version")) == version:
+                return str(chart["path"]), str(chart["digest"])
+        return None
+
     def file_path(self, name: str) -> str | None:
         for item in self.document.get("files") or []:
             if item.get("name") == name:
@@ -148,10 +157,14 @@ def _item_problems(document: dict[str, Any]) -> list[str]:
     return problems
 
 
+def lockfile_path(lockfile: str) -> Path:
+    return Path(lockfile) if Path(lockfile).is_absolute() else PROJECT_DIR / lockfile
+
+
 @cache
 def bundle_lock(lockfile: str) -> BundleLock:
     """The lockfile at `lockfile` (relative: to the project folder), read once per run."""
-    path = Path(lockfile) if Path(lockfile).is_absolute() else PROJECT_DIR / lockfile
+    path = lockfile_path(lockfile)
     try:
         document = json.loads(path.read_text())
     except OSError as error:

@@ -33,6 +33,7 @@ class PlatformLayer(pulumi.ComponentResource):
         super().__init__(self.type_token, self.layer_name, None, opts)
         self.provider = provider
         self.after = list(depends_on)
+        self.air_gap = spec.air_gap
         self.register_outputs(dict(self.install(spec)))
 
     def install(self, spec: Spec) -> Mapping[str, Any]:
@@ -44,7 +45,9 @@ class PlatformLayer(pulumi.ComponentResource):
         return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=waits, **extra)
 
     def chart(self, release: ChartRelease, after: Sequence[pulumi.Resource] | None = None) -> k8s.helm.v3.Release:
-        return helm_release(release, self.provider, parent=self, depends_on=self.after if after is None else after)
+        return helm_release(
+            release, self.provider, parent=self, depends_on=self.after if after is None else after, air_gap=self.air_gap
+        )
 
     def manifest(
         self,
