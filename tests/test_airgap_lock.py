@@ -164,19 +164,30 @@ def test_the_reader_finds_images_where_operators_and_charts_put_them() -> None:
 def test_the_on_prem_lockfile_names_packages_files_charts_and_what_it_cannot_resolve() -> None:
     lock = lock_of("onprem")
     assert {c["name"] for c in lock["charts"]} >= {"gpu-operator", "kserve-resources", "kueue", "tigera-operator"}
+    # The Kubernetes project's packages; containerd on Debian/Ubuntu, keepalived and haproxy are the OS mirror's.
     assert {p["name"] for p in lock["packages"]["deb"]} == {
         "kubeadm",
         "kubelet",
         "kubectl",
         "cri-tools",
         "kubernetes-cni",
-        "containerd",
-    }  # no keepalived/haproxy: the example's control planes sit behind cluster.controlPlaneEndpoint
-    assert {p["name"] for p in lock["packages"]["rpm"]} >= {"containerd.io"}
+    }
+    assert {p["name"] for p in lock["packages"]["rpm"]} == {
+        "kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni", "containerd.io"
+    }  # fmt: skip
+    assert [f["name"] for f in lock["files"]] == ["kubernetes-deb-key", "kubernetes-rpm-key", "docker-ce-rpm-key"]
     version = lock["kubernetesVersion"]
     assert f"registry.k8s.io/kube-apiserver:v{version}" in {i["reference"] for i in lock["images"]}
     unresolved = " ".join(lock["unresolved"])
-    assert "--print-images=list" in unresolved and "kubeadm config images list" in unresolved
+    assert "kubeadm config images list" in unresolved
+    # Calico's images and Envoy's proxy, launched by operators at the pinned versions, read from their source.
+    assert "--print-images=list" not in unresolved and "EnvoyProxy default" not in unresolved
+    launched = {i["reference"]: i["sources"] for i in lock["images"]}
+    assert {f"docker.io/calico/{c}:v3.30.3" for c in ("node", "cni", "typha", "kube-controllers", "csi")} <= set(
+        launched
+    )
+    assert any("tigera/operator v1.38.6" in s for s in launched["docker.io/calico/node:v3.30.3"])
+    assert any("DefaultEnvoyProxyImage" in s for s in launched["docker.io/envoyproxy/envoy:distroless-v1.39.0"])
     assert all(i["digest"] is None for i in lock["images"])
     # Named without a tag: the bundle needs the tag the launching controller adds, so the lockfile says so.
     assert any(u.startswith("docker.io/kserve/art-explainer (untagged") for u in lock["unresolved"])

@@ -161,6 +161,8 @@ def test_without_air_gap_the_nodes_use_the_upstream_repositories(run_stack) -> N
         ({"registryPort": 6443}, "mlcluster:airGap.registryPort: 6443 is the API server's port on a node"),
         ({"bundleDir": "/etc"}, 'mlcluster:airGap.bundleDir: "/etc" is a system directory'),
         ({"lockfile": "/nonexistent/lock.json"}, "mlcluster:airGap.lockfile: cannot read /nonexistent/lock.json"),
+        ({"osFamilies": ["deb", "deb"]}, "mlcluster:airGap.osFamilies: must list deb, rpm or both, each once"),
+        ({"osFamilies": ["suse"]}, "mlcluster:airGap.osFamilies[0]: "),
     ],
 )
 def test_settings_refused_by_key(tmp_path: Path, change: dict[str, Any], expected: str) -> None:
@@ -181,7 +183,10 @@ def test_settings_refused_by_key(tmp_path: Path, change: dict[str, Any], expecte
             {"version": "1.34.4"},
             "mlcluster:airGap.lockfile: is the bundle of Kubernetes 1.34.4, the stack runs 1.35.8: lock and fetch",
         ),
-        ({"drop": "kubelet"}, "mlcluster:airGap.lockfile: holds kubeadm, kubelet and kubectl 1.35.8 for no OS family"),
+        (
+            {"drop": "kubelet"},
+            "mlcluster:airGap.lockfile: holds no kubelet 1.35.8 for the deb family (airGap.osFamilies): its nodes",
+        ),
         (
             {"drop": "registry.k8s.io/kube-proxy"},
             "mlcluster:airGap.lockfile: holds no registry.k8s.io/kube-proxy:v1.35.8, which kubeadm pulls",

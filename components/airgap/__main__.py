@@ -3,10 +3,13 @@
     python -m components.airgap lock --stack onprem --charts CHARTS --out bundle.lock.json
     python -m components.airgap check --stack onprem --charts CHARTS --lock bundle.lock.json
     python -m components.airgap diff old.lock.json new.lock.json
+    python -m components.airgap fetch --lock bundle.lock.json --charts CHARTS --out bundle [--arch amd64]
 
 CHARTS holds each chart the stack installs as `<chart>/<version>/` (`helm pull <ref> --version V --untar
 --untardir CHARTS/<chart>/<version>` on a machine with internet); they are rendered offline with the real Helm
-engine. `check` exits 2 and names every item the stack needs that the lockfile lacks.
+engine. `check` exits 2 and names every item the stack needs that the lockfile lacks. `fetch` (on a machine with
+internet) brings every item of the lockfile into one folder with its digest, and writes the fetched lockfile there
+(components/airgap/fetch.py).
 """
 
 from __future__ import annotations
@@ -18,30 +21,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..config.stack_cli import add_stack_arguments, spec_or_report, stack_path_and_name
 from ..plan.bundle import lock_diff, missing
 from ..plan.engine import run_program
-from .charts import render_templates, split_manifests
-from .lock import ChartUnavailableError, stack_lock
-
-
-def chart_directory(charts: Path, chart: str, version: str) -> Path:
-    """`<charts>/<chart>/<version>/`, or the folder under `<charts>/<chart>/` whose Chart.yaml has that version."""
-    exact = charts / chart / version
-    if (exact / "Chart.yaml").is_file():
-        return exact
-    for candidate in sorted((charts / chart).glob("*/Chart.yaml")):
-        if str(yaml.safe_load(candidate.read_text()).get("version")) == version:
-            return candidate.parent
-    raise ChartUnavailableError(f"chart {chart} {version}: not under {charts / chart} (helm pull it there first)")
+from .charts import pulled_chart, render_templates, split_manifests
+from .fetch import LOCKFILE, RPM_ARCH, FetchError, fetch_bundle
+from .lock import stack_lock
 
 
 def directory_render(charts: Path, kube_version: str) -> Any:
     def render(chart: str, version: str, values: Mapping[str, Any], release: str, namespace: str) -> Iterable[Any]:
         texts, _ = render_templates(
-            chart_directory(charts, chart, version),
+            pulled_chart(charts, chart, version),
             values,
             release=release,
             namespace=namespace,
@@ -65,10 +56,51 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--out", type=Path, help="write the lockfile here (default: stdout)")
         else:
             command.add_argument("--lock", type=Path, required=True, help="the bundle's lockfile")
+    fetch = commands.add_parser("fetch")
+    fetch.add_argument("--lock", type=Path, required=True, help="the lockfile `lock` wrote")
+    fetch.add_argument("--charts", type=Path, required=True, help="folder of pulled charts (<chart>/<version>)")
+    fetch.add_argument("--out", type=Path, required=True, help="the bundle folder (resumed when it exists)")
+    fetch.add_argument("--arch", choices=sorted(RPM_ARCH), default="amd64", help="the nodes' architecture")
+    fetch.add_argument("--rhel-release", default="9", help="RHEL major of the nodes (Docker's containerd.io)")
+    fetch.add_argument(
+        "--registries-conf", type=Path, help="a containers-registries.conf for skopeo (a proxy or mirror to pull from)"
+    )
+    fetch.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        help="an image the lockfile's `unresolved` asks for (repeatable): each line of `kubeadm config images list`",
+    )
     compare = commands.add_parser("diff")
     compare.add_argument("old", type=Path)
     compare.add_argument("new", type=Path)
     args = parser.parse_args(argv)
+    if args.command == "fetch":
+        try:
+            fetched = fetch_bundle(
+                json.loads(args.lock.read_text()),
+                args.charts,
+                args.out,
+                arch=args.arch,
+                rhel_release=args.rhel_release,
+                registries_conf=args.registries_conf,
+                extra_images=args.image,
+            )
+        except (OSError, ValueError) as error:
+            print(f"airgap: {args.lock}: {error}", file=sys.stderr)
+            return 2
+        except FetchError as error:
+            print(f"airgap: fetch stopped: {error} (run it again to resume)", file=sys.stderr)
+            return 2
+        counts = fetched.get("counts") or {}
+        for note in fetched.get("unresolved") or []:
+            print(f"note: the lockfile leaves unresolved: {note}; add what it names with --image", file=sys.stderr)
+        print(
+            f"fetched {args.out}: {counts.get('charts', 0)} charts, {counts.get('images', 0)} images,"
+            f" {counts.get('packages', 0)} packages, {counts.get('files', 0)} files, each at its digest; lockfile"
+            f" {args.out / LOCKFILE}"
+        )
+        return 0
     if args.command == "diff":
         lines = lock_diff(json.loads(args.old.read_text()), json.loads(args.new.read_text()))
         print("\n".join(lines) if lines else "no change")

@@ -68,3 +68,18 @@ def split_manifests(text: str, loader: type[Any] = yaml.CSafeLoader) -> Iterator
             yield from (item for item in document["items"] if isinstance(item, dict))
         else:
             yield document
+
+
+class ChartUnavailableError(LookupError):
+    """The chart's source is not where the render looks (not pulled)."""
+
+
+def pulled_chart(charts: Path, chart: str, version: str) -> Path:
+    """`<charts>/<chart>/<version>/`, or the folder under `<charts>/<chart>/` whose Chart.yaml has that version."""
+    exact = charts / chart / version
+    if (exact / "Chart.yaml").is_file():
+        return exact
+    for candidate in sorted((charts / chart).glob("*/Chart.yaml")):
+        if str(yaml.safe_load(candidate.read_text()).get("version")) == version:
+            return candidate.parent
+    raise ChartUnavailableError(f"chart {chart} {version}: not under {charts / chart} (helm pull it there first)")

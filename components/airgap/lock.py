@@ -17,13 +17,13 @@ from ..config.spec import Spec
 from ..plan.engine import RecordedResource
 from ..render.containerd import SANDBOX_IMAGE
 from ..render.node_steps import DOCKER_GPG_KEY, K8S_REPO_BASE
+from .charts import ChartUnavailableError
 from .needs import collect_images
 from .releases import RELEASE, chart_directory, release_values
 
 KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
 CONTAINERD_PACKAGE = {"deb": "containerd", "rpm": "containerd.io"}
 """components/scripts/containerd.sh: Debian/Ubuntu's own package; Docker's repository's on RHEL."""
-VIP_PACKAGES = ("keepalived", "haproxy")
 
 
 OPERATOR_LAUNCHED = {
@@ -37,9 +37,26 @@ OPERATOR_LAUNCHED = {
 }
 """Charts whose operator launches images its rendered objects do not name: the lockfile says how to list them."""
 
-
-class ChartUnavailableError(LookupError):
-    """The chart's source is not where the render looks (not pulled)."""
+_CALICO_COMPONENTS = (
+    "node", "cni", "pod2daemon-flexvol", "typha", "kube-controllers", "csi", "node-driver-registrar", "apiserver",
+    "goldmane", "whisker", "whisker-backend",
+)  # fmt: skip
+OPERATOR_IMAGES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("tigera-operator", "v3.30.3"): (
+        tuple(f"docker.io/calico/{name}:v3.30.3" for name in _CALICO_COMPONENTS),
+        "launched by tigera/operator v1.38.6 (the chart's tigeraOperator.version) for the chart's default"
+        " Installation, APIServer, Goldmane and Whisker: pkg/components/calico.go L61-149 (CalicoRegistry docker.io/,"
+        " pkg/components/images.go L18), pkg/render/node.go L170-176, typha.go L106, kube-controllers.go L264,"
+        " csi.go L396-401, apiserver.go L205, goldmane/component.go L91, whisker/component.go L92-97",
+    ),
+    ("gateway-helm", "v1.9.0"): (
+        ("docker.io/envoyproxy/envoy:distroless-v1.39.0",),
+        "launched by Envoy Gateway v1.9.0 for each Gateway whose EnvoyProxy names no image:"
+        " api/v1alpha1/shared_types.go L29 DefaultEnvoyProxyImage (the chart leaves global.images.envoyProxy empty)",
+    ),
+}
+"""The images an operator launches at the version pinned here, read from its source at the tag: the lockfile holds
+them, so only an operator of another version is left `unresolved`."""
 
 
 Render = Callable[[str, str, Mapping[str, Any], str, str], Iterable[Mapping[str, Any]]]
@@ -101,36 +118,41 @@ def _labelled(
     return labelled
 
 
-def _packages(cluster: ClusterSpec, version: str) -> dict[str, list[dict[str, Any]]]:
-    """Node packages per OS family: a node's family is read on the node (os.sh), so a kubeadm stack's bundle holds
-    both families' unless the site says which (not yet a setting)."""
+def _packages(cluster: ClusterSpec, version: str, families: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """What the nodes install from outside their OS's own repositories, per OS family in `airGap.osFamilies`: the
+    Kubernetes project's packages, and Docker's containerd.io on RHEL. containerd on Debian/Ubuntu, keepalived,
+    haproxy and every dependency are the OS's packages: an air-gapped site takes them from its OS mirror, whose
+    packages differ per distribution release (docs/air-gap.md)."""
     if cluster.mode != "kubeadm":
         return {}
     out: dict[str, list[dict[str, Any]]] = {}
-    for family in ("deb", "rpm"):
+    for family in families:
         items = [
             {"name": name, "version": version if name in ("kubeadm", "kubelet", "kubectl") else None}
             for name in KUBE_PACKAGES
         ]
-        items.append({"name": CONTAINERD_PACKAGE[family], "version": None})
-        if cluster.api_vip is not None:
-            items += [{"name": name, "version": None} for name in VIP_PACKAGES]
+        if family == "rpm":
+            items.append({"name": CONTAINERD_PACKAGE["rpm"], "version": None})
         for item in items:
             item["digest"] = None
         out[family] = items
     return out
 
 
-def _files(cluster: ClusterSpec, version: str) -> list[dict[str, Any]]:
+def _files(cluster: ClusterSpec, version: str, families: Iterable[str]) -> list[dict[str, Any]]:
     if cluster.mode != "kubeadm":
         return []
     minor = ".".join(version.split(".")[:2])
     repo = f"{K8S_REPO_BASE}/v{minor}"
-    return [
-        {"name": "kubernetes-deb-key", "url": f"{repo}/deb/Release.key", "digest": None},
-        {"name": "kubernetes-rpm-key", "url": f"{repo}/rpm/repodata/repomd.xml.key", "digest": None},
-        {"name": "docker-ce-rpm-key", "url": DOCKER_GPG_KEY, "digest": None},
-    ]
+    files = []
+    if "deb" in families:
+        files.append({"name": "kubernetes-deb-key", "url": f"{repo}/deb/Release.key", "digest": None})
+    if "rpm" in families:
+        files += [
+            {"name": "kubernetes-rpm-key", "url": f"{repo}/rpm/repodata/repomd.xml.key", "digest": None},
+            {"name": "docker-ce-rpm-key", "url": DOCKER_GPG_KEY, "digest": None},
+        ]
+    return files
 
 
 def stack_lock(spec: Spec, resources: Sequence[RecordedResource], render: Render, *, stack: str) -> dict[str, Any]:
@@ -156,10 +178,14 @@ def stack_lock(spec: Spec, resources: Sequence[RecordedResource], render: Render
         unresolved.append(f"{ref} (untagged where named: {', '.join(images.pop(ref))})")
     charts = _charts(resources)
     for chart in charts:
-        if chart["name"] in OPERATOR_LAUNCHED:
+        launched = OPERATOR_IMAGES.get((chart["name"], chart["version"]))
+        if launched is not None:
+            for reference in launched[0]:
+                images.setdefault(reference, []).append(f"release {chart['name']}: {launched[1]}")
+        elif chart["name"] in OPERATOR_LAUNCHED:
             unresolved.append(OPERATOR_LAUNCHED[chart["name"]])
-    packages = _packages(spec.cluster, spec.kubernetes_version)
-    files = _files(spec.cluster, spec.kubernetes_version)
+    packages = _packages(spec.cluster, spec.kubernetes_version, spec.air_gap.os_families)
+    files = _files(spec.cluster, spec.kubernetes_version, spec.air_gap.os_families)
     return {
         "schema": LOCK_SCHEMA,
         "stack": stack,

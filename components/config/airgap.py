@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from . import checks
 from .schema import Problems, join_path, setting
@@ -53,6 +53,11 @@ class AirGapSpec:
         doc="Where the bundle lies on the seed host (copied there before `up`: docs/air-gap.md).",
         check=checks.node_directory,
     )
+    os_families: tuple[Literal["deb", "rpm"], ...] = setting(
+        ("deb", "rpm"),
+        doc="The OS families of the site's nodes: the bundle holds the Kubernetes packages of each (a node of"
+        " another family is refused by its first step).",
+    )
     registry_port: int = setting(5000, doc="The seed registry's port.", check=_port)
     files_port: int = setting(8080, doc="The seed file server's port (packages, charts, files).", check=_port)
 
@@ -61,6 +66,8 @@ class AirGapSpec:
             return
         if self.seed is None:
             problems.error(join_path(path, "seed"), "is required when airGap.enabled: name the node that serves")
+        if not self.os_families or len(set(self.os_families)) != len(self.os_families):
+            problems.error(join_path(path, "osFamilies"), "must list deb, rpm or both, each once")
         if self.registry_port == self.files_port:
             problems.error(join_path(path, "filesPort"), f"is the registry's port too ({self.registry_port})")
         lock = bundle_lock(self.lockfile)

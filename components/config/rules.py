@@ -961,14 +961,15 @@ def air_gap_from_the_bundle(spec: Spec, problems: Problems) -> None:
             " for this stack (docs/air-gap.md, day 2)",
         )
         return
-    families = {
-        family: {p.name for p in lock.packages(family) if p.version in (None, version)} for family in ("deb", "rpm")
-    }
-    if not any({"kubeadm", "kubelet", "kubectl"} <= names for names in families.values()):
-        problems.error(
-            "airGap.lockfile",
-            f"holds kubeadm, kubelet and kubectl {version} for no OS family: the nodes could not install them",
-        )
+    for family in air_gap.os_families:
+        held = {p.name for p in lock.packages(family) if p.version in (None, version)}
+        lacking = [name for name in ("kubeadm", "kubelet", "kubectl") if name not in held]
+        if lacking:
+            problems.error(
+                "airGap.lockfile",
+                f"holds no {', '.join(lacking)} {version} for the {family} family (airGap.osFamilies): its nodes"
+                " could not install them",
+            )
     for component in KUBEADM_IMAGES:
         reference = f"registry.k8s.io/{component}:v{version}"
         if reference not in lock.images:

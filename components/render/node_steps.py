@@ -118,7 +118,11 @@ def prepare_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     sources = package_sources(spec.air_gap, seed) if seed is not None else upstream_sources(repo)
     return [
         *([preflight_step(node)] if looks_in_preparation(spec.gpu_operator, spec.cluster, node) else []),
-        rendered_step("os", "Check the operating system and what Kubernetes needs of it", needs),
+        rendered_step(
+            "os",
+            "Check the operating system and what Kubernetes needs of it",
+            {**needs, **({"AIR_GAP_FAMILIES": " ".join(spec.air_gap.os_families)} if seed is not None else {})},
+        ),
         rendered_step("swap", "Turn swap off"),
         rendered_step("kernel-modules", "Load kernel modules", {"KERNEL_MODULES": " ".join(KERNEL_MODULES)}),
         rendered_step(

@@ -5,6 +5,10 @@ set -euo pipefail
 : "${K8S_MINOR:?}" "${CGROUP_V2_REQUIRED:?}" "${CGROUP_V2_REASON:?}"
 detect_os
 ok "os $OS_ID $OS_VERSION_ID ($OS_FAMILY family)"
+# An air-gapped site's bundle holds the Kubernetes packages of the families the stack names, and no others.
+if [ -n "${AIR_GAP_FAMILIES:-}" ] && [[ " $AIR_GAP_FAMILIES " != *" $OS_FAMILY "* ]]; then
+  die "mlcluster:airGap.osFamilies: this host is $OS_ID ($OS_FAMILY family), but the air-gap bundle holds packages for $AIR_GAP_FAMILIES only: add $OS_FAMILY, lock and fetch the bundle again"
+fi
 # cgroup v2 mounts cgroup2fs at /sys/fs/cgroup, cgroup v1 a tmpfs holding one mount per controller
 # (kubernetes/website:content/en/docs/concepts/architecture/cgroups.md, "Identify the cgroup version").
 cgroup_fs=$(stat -fc %T /sys/fs/cgroup/)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from .airgap_upstream import Internet
 from .engine import FleetEngine
 from .hosts import Fleet, HostSpec
 
@@ -28,3 +30,14 @@ def fleet_engine() -> Iterator[FleetEngine]:
     engine = FleetEngine()
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def internet(tmp_path: Path) -> Iterator[Internet]:
+    """The upstream servers an air-gap bundle is fetched from (airgap_upstream.py), stopped when the test ends."""
+    servers = Internet(tmp_path / "internet")
+    servers.start()
+    try:
+        yield servers
+    finally:
+        servers.stop()

@@ -7,8 +7,6 @@ Kubernetes project's (their contents are not), images in an OCI layout; the lock
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shlex
 import tomllib
 from pathlib import Path
@@ -16,15 +14,18 @@ from typing import Any
 
 import pytest
 
+from components.airgap.fetch import LOCKFILE, fetch_bundle
 from components.config.airgap import KUBEADM_IMAGES
 from components.config.spec import DEFAULT_KUBERNETES_VERSION
+from components.render.cni import CALICO_VERSION
 from components.render.containerd import SANDBOX_IMAGE
 from components.render.seed import DEB_REPOSITORY
 
+from .airgap_upstream import Internet, pulled_charts, unfetched_lock
 from .engine import FleetEngine
 from .hosts import Fleet, HostSpec
 from .steps import step_outputs
-from .test_airgap_bundle import BUNDLE_ON_SEED, built_deb, flip_byte, oci_image, put_on
+from .test_airgap_bundle import BUNDLE_ON_SEED, built_deb, flip_byte, put_on
 
 pytestmark = pytest.mark.fleet
 
@@ -33,52 +34,35 @@ PACKAGE_VERSION = f"{VERSION}-1.1"
 CRI_TOOLS = "1.35.0-1.1"
 CNI = "1.7.1-1.1"
 MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json"
+CNI_CHART = (("tigera-operator", CALICO_VERSION),)
+"""The fleet's stack installs its CNI (platform layers off): Helm reads the chart from the bundle."""
 
 
-def _sha(path: Path) -> str:
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def kubernetes_bundle(into: Path) -> dict[str, Any]:
-    """The bundle of a stack at VERSION (Debian family): the five Kubernetes packages with the Depends the project's
-    packages declare (kubeadm: cri-tools; kubelet: kubernetes-cni), kubeadm's images and the sandbox image; its
-    fetched lockfile."""
-    debs = [
-        built_deb(into, "kubeadm", PACKAGE_VERSION, depends="cri-tools (>= 1.30.0)", architecture="amd64"),
-        built_deb(into, "kubelet", PACKAGE_VERSION, depends="kubernetes-cni (>= 1.2.0)", architecture="amd64"),
-        built_deb(into, "kubectl", PACKAGE_VERSION, architecture="amd64"),
-        built_deb(into, "cri-tools", CRI_TOOLS, architecture="amd64"),
-        built_deb(into, "kubernetes-cni", CNI, architecture="amd64"),
-    ]
+def fetched_bundle(internet: Internet, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """The bundle of a Debian stack at VERSION as `fetch` makes it from the stand-in internet: the Kubernetes
+    project's packages (kubeadm depends on cri-tools, kubelet on kubernetes-cni, as theirs do), kubeadm's images and
+    the sandbox image, the CNI's chart; its folder and fetched lockfile."""
     references = [f"registry.k8s.io/{name}:v{VERSION}" for name in KUBEADM_IMAGES] + [SANDBOX_IMAGE]
-    images = [{"reference": r, "digest": oci_image(into / "images", r)} for r in references]
-    return {
-        "schema": "mlcluster.io/bundle-lock/v1",
-        "stack": "fleet",
-        "kubernetesVersion": VERSION,
-        "counts": {"charts": 0, "images": len(images), "packages": len(debs), "files": 0},
-        "charts": [],
-        "images": images,
-        "packages": {
-            "deb": [
-                {
-                    "name": deb.name.split("_")[0],
-                    "version": VERSION if deb.name.split("_")[0] in ("kubeadm", "kubelet", "kubectl") else None,
-                    "digest": _sha(deb),
-                    "path": str(deb.relative_to(into)),
-                }
-                for deb in debs
-            ]
-        },
-        "files": [],
-        "unresolved": [],
-        "unrendered": [],
-    }
+    internet.push_images(tmp_path / "built-images", references)
+    base, _ = internet.kubernetes_repository()
+    bundle = tmp_path / "bundle"
+    lock = fetch_bundle(
+        unfetched_lock(base, references, CNI_CHART),
+        pulled_charts(tmp_path / "charts", CNI_CHART),
+        bundle,
+        runner=internet.runner,
+        registries_conf=internet.registries_conf,
+        say=lambda _: None,
+    )
+    return bundle, lock
 
 
 def air_gapped_values(hosts: Fleet, names: list[str], lockfile: Path) -> tuple[dict[str, Any], list[str]]:
+    """The fleet's stack with airGap on, the seed its first host, Debian nodes only."""
     nodes = [hosts[names[0]].node("control-plane"), *(hosts[n].node() for n in names[1:])]
-    return hosts.stack_values(nodes, airGap={"enabled": True, "seed": names[0], "lockfile": str(lockfile)})
+    return hosts.stack_values(
+        nodes, airGap={"enabled": True, "seed": names[0], "lockfile": str(lockfile), "osFamilies": ["deb"]}
+    )
 
 
 def failed_step(run: Any) -> tuple[str, str]:
@@ -93,16 +77,15 @@ def seed_output(run: Any, seed: str) -> dict[str, str]:
 
 
 def test_nodes_with_no_route_bootstrap_from_the_seed_and_a_flipped_byte_stops_at_the_seed(
-    fleet, tmp_path: Path
+    fleet, internet: Internet, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     hosts = fleet(HostSpec("cp-1", offline=True), HostSpec("w-1", offline=True), HostSpec("w-2", offline=True))
     seed, worker = hosts["cp-1"], hosts["w-1"]
     for host in (seed, worker):
         assert "default" not in host.run("ip route").stdout  # no route leaves the fleet's network
-    bundle = tmp_path / "bundle"
-    lock = kubernetes_bundle(bundle)
-    lockfile = tmp_path / "bundle.lock.json"
-    lockfile.write_text(json.dumps(lock))
+    # Fetched on "a machine with internet", then carried in: the program reads the lockfile fetch wrote.
+    bundle, lock = fetched_bundle(internet, tmp_path)
+    lockfile = bundle / LOCKFILE
     values, secret = air_gapped_values(hosts, ["cp-1", "w-1"], lockfile)
     put_on(seed, bundle)
 
@@ -128,7 +111,7 @@ def test_nodes_with_no_route_bootstrap_from_the_seed_and_a_flipped_byte_stops_at
     finally:
         engine.close()
     served = seed_output(first, "cp-1")
-    items = len(lock["images"]) + len(lock["packages"]["deb"])
+    items = len(lock["images"]) + len(lock["packages"]["deb"]) + len(lock["files"]) + len(lock["charts"])
     blobs = 2 * len(lock["images"])  # each image's config and one layer
     assert (
         f"ok: bundle at /var/lib/mlcluster/bundle: {items} items match the lockfile ({blobs} image blobs)"
@@ -202,14 +185,11 @@ def test_nodes_with_no_route_bootstrap_from_the_seed_and_a_flipped_byte_stops_at
     assert not {"kubelet", "kubeadm"} & set(hosts["w-2"].state().get("packages", {}))
 
 
-def test_a_seed_that_is_not_debian_is_refused_by_the_step(fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_seed_that_is_not_debian_is_refused_by_the_step(fleet, internet: Internet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     hosts = fleet(HostSpec("cp-1", os="rocky-9", offline=True))
-    bundle = tmp_path / "bundle"
-    lock = kubernetes_bundle(bundle)
-    lockfile = tmp_path / "bundle.lock.json"
-    lockfile.write_text(json.dumps(lock))
+    bundle, _ = fetched_bundle(internet, tmp_path)
     put_on(hosts["cp-1"], bundle)
-    values, secret = air_gapped_values(hosts, ["cp-1"], lockfile)
+    values, secret = air_gapped_values(hosts, ["cp-1"], bundle / LOCKFILE)
     engine = FleetEngine()
     try:
         run = engine.up(values, secret)
@@ -217,5 +197,25 @@ def test_a_seed_that_is_not_debian_is_refused_by_the_step(fleet, tmp_path: Path)
         engine.close()
     resource, output = failed_step(run)
     assert resource == "cp-1-seed"
-    assert "ok: bundle at /var/lib/mlcluster/bundle: 10 items match the lockfile" in output  # checked first
+    assert "ok: bundle at /var/lib/mlcluster/bundle: 12 items match the lockfile" in output  # checked first
     assert "the seed needs Debian's or Ubuntu's docker-registry and apt-utils packages" in output
+
+
+def test_a_node_of_a_family_the_bundle_lacks_stops_at_its_first_step(fleet, internet: Internet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    hosts = fleet(HostSpec("cp-1", offline=True), HostSpec("w-1", os="rocky-9", offline=True))
+    bundle, _ = fetched_bundle(internet, tmp_path)
+    put_on(hosts["cp-1"], bundle)
+    values, secret = air_gapped_values(hosts, ["cp-1", "w-1"], bundle / LOCKFILE)
+    engine = FleetEngine(continue_on_error=True)
+    try:
+        run = engine.up(values, secret)
+    finally:
+        engine.close()
+    failed = [s for s in run.steps if s.rc != 0]
+    assert [s.resource for s in failed] == ["w-1-prepare"], [(s.resource, s.stderr) for s in failed]
+    assert (
+        "error: mlcluster:airGap.osFamilies: this host is rocky (rpm family), but the air-gap bundle holds packages"
+        " for deb only" in failed[0].stderr
+    )
+    assert "kubeadm" not in hosts["w-1"].state().get("packages", {})
+    assert hosts["cp-1"].state()["packages"]["kubeadm"] == f"{VERSION}-1.1"  # the Debian seed went on

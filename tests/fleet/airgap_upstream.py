@@ -1,0 +1,185 @@
+"""Stand-ins for the internet an air-gap bundle is fetched from, each a real program on a loopback port of this
+machine: the distribution registry (Debian's docker-registry) holding test images, reached by skopeo through a
+containers-registries.conf(5) that maps registry.k8s.io and docker.io to it; and an apt repository laid out as the
+Kubernetes project's (`<base>/deb/` with Release.key), indexed by apt-ftparchive and signed with the real gpg by a key
+made for the test."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from components.config.spec import DEFAULT_KUBERNETES_VERSION
+from components.render.seed import layout_name
+
+from ..helm_render import chart_path
+from .test_airgap_bundle import built_deb, oci_image
+
+VERSION = DEFAULT_KUBERNETES_VERSION
+PACKAGES = (
+    ("kubeadm", "1.35.7-1.1", ""), ("kubeadm", f"{VERSION}-1.1", "cri-tools (>= 1.30.0)"),
+    ("kubelet", f"{VERSION}-1.1", "kubernetes-cni (>= 1.2.0)"), ("kubectl", f"{VERSION}-1.1", ""),
+    ("cri-tools", "1.35.0-1.1", ""), ("kubernetes-cni", "1.7.1-1.1", ""),
+)  # fmt: skip
+"""The Kubernetes project's packages with the Depends its kubeadm and kubelet declare; an older kubeadm beside."""
+IMAGES = (
+    f"registry.k8s.io/kube-apiserver:v{VERSION}",
+    "docker.io/library/busybox:1.37.0-musl",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait(url: str) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if subprocess.run(["curl", "-fsS", "-o", "/dev/null", url], check=False).returncode == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer")
+
+
+class Internet:
+    """The upstream servers, each a real program on a loopback port of its own."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir()
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.registry_port = _free_port()
+        self.files_port = _free_port()
+        self.gnupg = root / "gnupg"
+        self.gnupg.mkdir(mode=0o700)
+        self.registries_conf = root / "registries.conf"
+        self.registries_conf.write_text(
+            "".join(
+                f'[[registry]]\nprefix = "{registry}"\nlocation = "127.0.0.1:{self.registry_port}/{registry}"\n'
+                "insecure = true\n\n"
+                for registry in ("registry.k8s.io", "docker.io")
+            )
+        )
+        self.calls: list[list[str]] = []
+
+    def start(self) -> None:
+        config = self.root / "registry.yml"
+        config.write_text(
+            f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {self.root / 'registry'}\n"
+            f"http:\n  addr: 127.0.0.1:{self.registry_port}\n"
+        )
+        log = open(self.root / "servers.log", "ab")  # noqa: SIM115 - lives as long as the servers
+        self.processes.append(subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log, stderr=log))
+        self.web = self.root / "web"
+        self.web.mkdir()
+        self.processes.append(
+            subprocess.Popen(
+                [
+                    "python3",
+                    "-m",
+                    "http.server",
+                    "--bind",
+                    "127.0.0.1",
+                    "--directory",
+                    str(self.web),
+                    str(self.files_port),
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        )
+        _wait(f"http://127.0.0.1:{self.registry_port}/v2/")
+        _wait(f"http://127.0.0.1:{self.files_port}/")
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            process.wait(timeout=10)
+
+    def push_images(self, layout: Path, references: Sequence[str] = IMAGES) -> dict[str, str]:
+        """Each test image into the registry under its registry's path; reference -> manifest digest."""
+        digests = {}
+        for reference in references:
+            digests[reference] = oci_image(layout, reference)
+            subprocess.run(
+                [
+                    "skopeo", "copy", "--quiet", "--preserve-digests", "--dest-tls-verify=false",
+                    f"oci:{layout}:{layout_name(reference)}",
+                    f"docker://127.0.0.1:{self.registry_port}/{reference}",
+                ],
+                check=True,
+            )  # fmt: skip
+        return digests
+
+    def gpg(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["gpg", "--homedir", str(self.gnupg), "--batch", "--yes", *args], check=True, capture_output=True, text=True
+        )
+
+    def kubernetes_repository(self, packages: Sequence[tuple[str, str, str]] = PACKAGES) -> tuple[str, dict[str, Path]]:
+        """`<base>/deb/` as the project's: flat, signed InRelease, the armored key at Release.key; its debs (name,
+        version, Depends), by name (the last of a name built)."""
+        deb = self.web / "core:" / "stable:" / "v1.35" / "deb"
+        deb.mkdir(parents=True)
+        self.gpg(
+            "--passphrase", "", "--quick-gen-key", "mlcluster test <t@example.invalid>", "ed25519", "sign", "never"
+        )
+        (deb / "Release.key").write_text(self.gpg("--armor", "--export").stdout)
+        staging = self.root / "staging"
+        debs = {
+            name: built_deb(staging, name, version, depends, architecture="amd64")
+            for name, version, depends in packages
+        }
+        for path in (staging / "packages" / "deb").glob("*.deb"):
+            shutil.copy(path, deb / path.name)
+        index = subprocess.run(["apt-ftparchive", "packages", "."], cwd=deb, check=True, capture_output=True).stdout
+        (deb / "Packages").write_bytes(index)
+        release = subprocess.run(["apt-ftparchive", "release", "."], cwd=deb, check=True, capture_output=True).stdout
+        (deb / "Release").write_bytes(release)
+        self.gpg("--clearsign", "--output", str(deb / "InRelease"), str(deb / "Release"))
+        return f"http://127.0.0.1:{self.files_port}/core:/stable:/v1.35", debs
+
+    def runner(self, argv: Sequence[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        self.calls.append(list(argv))
+        return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def unfetched_lock(
+    base: str, images: Sequence[str] = IMAGES, charts: Sequence[tuple[str, str]] = (("lws", "v0.10.0"),)
+) -> dict[str, Any]:
+    """What `lock` writes for a Debian-only stack: names, versions and sources, no digests."""
+    return {
+        "schema": "mlcluster.io/bundle-lock/v1",
+        "stack": "fetch",
+        "kubernetesVersion": VERSION,
+        "counts": {"charts": len(charts), "images": len(images), "packages": 5, "files": 1},
+        "charts": [{"name": n, "chart": n, "version": v, "releases": [], "digest": None} for n, v in charts],
+        "images": [{"reference": r, "digest": None, "sources": ["test"]} for r in images],
+        "packages": {
+            "deb": [
+                {
+                    "name": name,
+                    "version": VERSION if name in ("kubeadm", "kubelet", "kubectl") else None,
+                    "digest": None,
+                }
+                for name in ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")
+            ]
+        },
+        "files": [{"name": "kubernetes-deb-key", "url": f"{base}/deb/Release.key", "digest": None}],
+        "unresolved": [],
+        "unrendered": [],
+    }
+
+
+def pulled_charts(into: Path, charts: Sequence[tuple[str, str]] = (("lws", "v0.10.0"),)) -> Path:
+    """The charts as `helm pull --untar` leaves them (<chart>/<version>/), from the pinned sources."""
+    for name, version in charts:
+        shutil.copytree(chart_path(name, version), into / name / version)
+    return into

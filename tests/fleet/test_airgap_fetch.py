@@ -1,0 +1,175 @@
+"""`python -m components.airgap fetch` against the stand-ins for the internet in airgap_upstream.py (the real
+registry, skopeo, apt-ftparchive, gpg and apt-get); the fetched folder is then checked with the seed's own check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components.airgap.__main__ import main as airgap_main
+from components.airgap.fetch import LOCKFILE, FetchError, chart_archive, fetch_bundle, sha256_of
+
+from ..helm_render import chart_path
+from .airgap_upstream import IMAGES, VERSION, Internet, pulled_charts, unfetched_lock
+
+pytestmark = pytest.mark.fleet
+
+
+def test_fetch_fills_every_digest_from_real_tools_and_resumes(internet: Internet, tmp_path: Path) -> None:
+    pushed = internet.push_images(tmp_path / "built-images")
+    base, debs = internet.kubernetes_repository()
+    out = tmp_path / "bundle"
+    said: list[str] = []
+    fetched = fetch_bundle(
+        unfetched_lock(base),
+        pulled_charts(tmp_path / "charts"),
+        out,
+        runner=internet.runner,
+        registries_conf=internet.registries_conf,
+        say=said.append,
+    )
+
+    # Images: the manifest digest the registry served, in the bundle's OCI layout.
+    assert {i["reference"]: i["digest"] for i in fetched["images"]} == pushed
+    # Packages: the exact versions the lockfile pins (kubeadm 1.35.7 is in the repository too), at their digests.
+    by_name = {p["name"]: p for p in fetched["packages"]["deb"]}
+    assert by_name["kubeadm"]["file"] == f"kubeadm_{VERSION}-1.1_amd64.deb"
+    for name, package in by_name.items():
+        assert package["digest"] == sha256_of(debs[name] if name != "kubeadm" else out / package["path"])
+        assert (out / package["path"]).is_file()
+    assert by_name["kubelet"]["digest"] == sha256_of(debs["kubelet"])
+    # The chart, archived the same way every time; the file, as served.
+    chart = fetched["charts"][0]
+    again = tmp_path / "again.tgz"
+    chart_archive(chart_path("lws", "v0.10.0"), "lws", again)
+    assert chart["digest"] == sha256_of(again) == sha256_of(out / chart["path"])
+    assert fetched["files"][0]["digest"] == sha256_of(
+        internet.web / "core:" / "stable:" / "v1.35" / "deb" / "Release.key"
+    )
+    # The lockfile beside it, and the program takes it (every item with a digest and a path).
+    assert json.loads((out / LOCKFILE).read_text()) == fetched
+    tools = [call[0] for call in internet.calls]
+    assert tools.count("skopeo") == len(IMAGES) and tools.count("bash") == 1  # bash: the seed's check
+
+    # A second run resumes: nothing is fetched again, everything is checked again.
+    internet.calls.clear()
+    fetch_bundle(
+        unfetched_lock(base),
+        tmp_path / "charts",
+        out,
+        runner=internet.runner,
+        registries_conf=internet.registries_conf,
+        say=said.append,
+    )
+    assert [call[0] for call in internet.calls] == ["apt-get", "bash"]  # apt's index is read again, nothing else
+
+
+def test_fetch_stops_by_name_at_what_upstream_cannot_prove(internet: Internet, tmp_path: Path) -> None:
+    internet.push_images(tmp_path / "built-images")
+    base, _ = internet.kubernetes_repository()
+    charts = pulled_charts(tmp_path / "charts")
+
+    # A repository signed by another key than the one the lockfile's Release.key URL serves: apt refuses its index.
+    other = unfetched_lock(base)
+    stranger = tmp_path / "stranger"
+    stranger.mkdir(mode=0o700)
+    subprocess.run(
+        [
+            "gpg",
+            "--homedir",
+            str(stranger),
+            "--batch",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "x <x@x.invalid>",
+            "ed25519",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    key = subprocess.run(["gpg", "--homedir", str(stranger), "--armor", "--export"], check=True, capture_output=True)
+    release_key = internet.web / "core:" / "stable:" / "v1.35" / "deb" / "Release.key"
+    signer = release_key.read_bytes()
+    release_key.write_bytes(key.stdout)
+    with pytest.raises(FetchError, match=rf"the Debian repository {base}/deb/: .*(NO_PUBKEY|not signed)"):
+        fetch_bundle(
+            other,
+            charts,
+            tmp_path / "signed-by-another",
+            runner=internet.runner,
+            registries_conf=internet.registries_conf,
+            say=lambda _: None,
+        )
+    release_key.write_bytes(signer)
+
+    # An image pinned by a digest the registry does not serve for it.
+    pinned = unfetched_lock(base)
+    pinned["images"] = [{"reference": f"registry.k8s.io/kube-apiserver@sha256:{'0' * 64}", "digest": None}]
+    with pytest.raises(FetchError, match=r"image registry.k8s.io/kube-apiserver@sha256:0{64}: "):
+        fetch_bundle(
+            pinned,
+            charts,
+            tmp_path / "pinned",
+            runner=internet.runner,
+            registries_conf=internet.registries_conf,
+            say=lambda _: None,
+        )
+
+    # A package version the repository does not have.
+    newer = unfetched_lock(base)
+    newer["packages"]["deb"][0]["version"] = "1.35.9"
+    with pytest.raises(FetchError, match="package deb:kubeadm: "):
+        fetch_bundle(
+            newer,
+            charts,
+            tmp_path / "newer",
+            runner=internet.runner,
+            registries_conf=internet.registries_conf,
+            say=lambda _: None,
+        )
+
+    # The RPM family on a machine without dnf: named, with the way out.
+    if shutil.which("dnf") is None:
+        rpm = unfetched_lock(base)
+        rpm["packages"] = {"rpm": [{"name": "kubeadm", "version": VERSION, "digest": None}]}
+        rpm["files"] += [
+            {"name": "kubernetes-rpm-key", "url": f"{base}/deb/Release.key", "digest": None},
+            {"name": "docker-ce-rpm-key", "url": f"{base}/deb/Release.key", "digest": None},
+        ]
+        with pytest.raises(FetchError, match=r"^dnf is not on this machine: .*airGap.osFamilies: \[deb\]$"):
+            fetch_bundle(rpm, charts, tmp_path / "rpm", say=lambda _: None)
+
+
+def test_the_fetch_command_adds_what_unresolved_asks_for_and_says_what_is_left(
+    internet: Internet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pushed = internet.push_images(tmp_path / "built-images")
+    base, _ = internet.kubernetes_repository()
+    lock = unfetched_lock(base, IMAGES[:1])
+    lock["unresolved"] = [f"CoreDNS and etcd images: `kubeadm config images list --kubernetes-version v{VERSION}`"]
+    (tmp_path / "lock.json").write_text(json.dumps(lock))
+    out = tmp_path / "bundle"
+    argv = ["fetch", "--lock", str(tmp_path / "lock.json"), "--charts", str(pulled_charts(tmp_path / "charts"))]
+    argv += ["--out", str(out), "--registries-conf", str(internet.registries_conf), "--image", IMAGES[1]]
+    assert airgap_main(argv) == 0
+    said = capsys.readouterr()
+    assert f"fetched {out}: 1 charts, 2 images, 5 packages, 1 files, each at its digest; lockfile {out / LOCKFILE}" in (
+        said.out
+    )
+    assert "note: the lockfile leaves unresolved: CoreDNS and etcd images" in said.err
+    written = json.loads((out / LOCKFILE).read_text())
+    assert {i["reference"]: i["digest"] for i in written["images"]} == pushed
+    assert written["images"][1]["sources"] == ["fetch --image"]
+
+    # An item upstream no longer has stops the command by name, exit 2, and the run can be resumed.
+    (tmp_path / "lock.json").write_text(json.dumps(unfetched_lock(base, ["registry.k8s.io/gone:v1"])))
+    assert (
+        airgap_main([*argv[:5], "--out", str(tmp_path / "other"), "--registries-conf", str(internet.registries_conf)])
+        == 2
+    )
+    assert "airgap: fetch stopped: image registry.k8s.io/gone:v1: " in capsys.readouterr().err
