@@ -459,6 +459,8 @@ def _show_default(f: dataclasses.Field[Any]) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, Mapping):
         return "`" + ", ".join(f"{k}={v}" for k, v in value.items()) + "`"
+    if isinstance(value, tuple):
+        return "`[" + ", ".join(str(item) for item in value) + "]`"  # as a stack file writes a list
     return f"`{value}`"
 
 

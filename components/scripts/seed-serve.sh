@@ -140,8 +140,9 @@ else
   ok "no RPM packages in the bundle"
 fi
 
-# The file server, then what it serves read back over HTTP.
+# The file server, then what it serves read back over HTTP; both ports open to the nodes in the host's firewall.
 serve_unit "$FILES_UNIT" "$FILES_UNIT_TEXT"
+firewall_open "$REGISTRY_PORT/tcp" "$FILES_PORT/tcp"
 files=http://$SEED_ADDRESS:$FILES_PORT
 wait_http "$files/" "$FILES_UNIT"
 if [ -f "$deb_dir/Packages" ]; then

@@ -235,8 +235,9 @@ def manifest_url_as_containerd_asks(document: dict[str, Any], reference: str) ->
 
 
 def test_the_seed_serves_the_checked_bundle_from_a_real_registry_and_apt_repository(fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    hosts = fleet(HostSpec("seed", offline=True), HostSpec("node", offline=True))
+    hosts = fleet(HostSpec("seed", os="ubuntu-24.04", offline=True), HostSpec("node", offline=True))
     seed, node = hosts["seed"], hosts["node"]
+    seed.set(ufw="active")
     # No route leaves the fleet's network, and the one outside URL the stubs answer does not answer here either.
     assert "default" not in node.run("ip route").stdout
     key_fetch = node.run("curl -fsSL https://pkgs.k8s.io/core:/stable:/v1.34/deb/Release.key", check=False)
@@ -252,6 +253,8 @@ def test_the_seed_serves_the_checked_bundle_from_a_real_registry_and_apt_reposit
         served.stdout
     )
     assert "changed: apt repository index written (1 packages)" in served.stdout
+    assert f"changed: ufw opens {REGISTRY_PORT}/tcp {FILES_PORT}/tcp" in served.stdout
+    assert seed.state()["ufw"]["rules"] == [f"{REGISTRY_PORT}/tcp", f"{FILES_PORT}/tcp"]
     assert f"ok: seed serves images at http://{seed.address}:{REGISTRY_PORT}" in served.stdout
     # The real programs run as the unit files say.
     assert listening(seed, REGISTRY_PORT) == "/usr/bin/docker-registry serve /etc/mlcluster/seed-registry.yml"
