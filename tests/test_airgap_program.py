@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from components.config.airgap import _read_lock
 from components.config.schema import ConfigError
 from components.plan.diff import load_plan
 from components.plan.writer import write_plan
@@ -310,3 +311,55 @@ def test_a_chart_the_bundle_cannot_give_stops_the_program_by_name(run_stack, tmp
         " 0.19.2, which release kueue-system/kueue installs",
     }[fault]
     assert expected in str(info.value), str(info.value)
+
+
+def test_a_chart_upgrade_from_a_new_bundle_shows_the_release_and_the_bundle_delta(run_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Day 2: kueue.version moved to 0.19.3 and a new bundle, in the old one's place, holding that chart and the image
+    it brings: the compare shows that release and those items, and no other release."""
+    lockfile = fetched_lock(tmp_path / "lock.json")
+    values, secret = air_gapped(lockfile)
+    before = run_stack(values=values, secret=secret).run
+    write_plan(before, tmp_path / "before", project="mlcluster", stack="onprem", spec=load_spec(values, secret))
+    newer = json.loads(lockfile.read_text())
+    archive = tmp_path / "charts" / "kueue-0.19.3.tgz"
+    archive.write_bytes(b"kueue 0.19.3")
+    for chart in newer["charts"]:
+        if chart["name"] == "kueue":
+            chart.update(version="0.19.3", digest=_digest("kueue 0.19.3"), path="charts/kueue-0.19.3.tgz")
+    image = "registry.k8s.io/kueue/kueue:v0.19.3"
+    newer["images"].append({"reference": image, "digest": _digest(image)})
+    lockfile.write_text(json.dumps(newer))
+    _read_lock.cache_clear()  # the program reads a lockfile once per run; this process runs it twice
+    values["kueue"] = {**values["kueue"], "version": "0.19.3"}
+    run = run_stack(values=values, secret=secret)
+    kueue = next(r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.name == "kueue")
+    assert kueue.inputs["chart"] == str(archive) and kueue.inputs["version"] == "0.19.3"
+    text = write_plan(
+        run.run,
+        tmp_path / "after",
+        project="mlcluster",
+        stack="onprem",
+        spec=load_spec(values, secret),
+        earlier=load_plan(tmp_path / "before"),
+        compared_with="before",
+    )
+    assert "  - chart kueue@0.19.2" in text and "  + chart kueue@0.19.3" in text
+    assert f"  + image {image}" in text
+    assert f"  ~ kueue\n      ~ chart: {tmp_path}/charts/kueue-0.19.2.tgz -> {archive}" in text, text
+    assert "; 1 release(s) change;" in text
+
+
+def test_a_relative_lockfile_names_charts_relative_to_the_project(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Helm runs in the project folder: a chart named relative to it reads the same from any checkout."""
+    from components.config import airgap
+    from components.platform.helm_release import bundled_chart
+    from components.render.helm import ChartRelease
+
+    monkeypatch.setattr(airgap, "PROJECT_DIR", tmp_path)
+    (tmp_path / "bundle").mkdir()
+    fetched_lock(tmp_path / "bundle" / "bundle.lock.json")
+    spec = load_spec(*air_gapped(Path("bundle/bundle.lock.json")))
+    release = ChartRelease(
+        name="kueue", chart="oci://registry.k8s.io/kueue/charts/kueue", version="0.19.2", namespace="k"
+    )
+    assert bundled_chart(spec.air_gap, release) == "bundle/charts/kueue-0.19.2.tgz"

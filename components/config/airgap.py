@@ -168,10 +168,13 @@ def lockfile_path(lockfile: str) -> Path:
     return Path(lockfile) if Path(lockfile).is_absolute() else PROJECT_DIR / lockfile
 
 
-@cache
 def bundle_lock(lockfile: str) -> BundleLock:
     """The lockfile at `lockfile` (relative: to the project folder), read once per run."""
-    path = lockfile_path(lockfile)
+    return _read_lock(lockfile_path(lockfile))
+
+
+@cache
+def _read_lock(path: Path) -> BundleLock:
     try:
         document = json.loads(path.read_text())
     except OSError as error:

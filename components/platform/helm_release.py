@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,13 +32,16 @@ def bundled_chart(air_gap: AirGapSpec, release: ChartRelease) -> str:
     path, digest = found
     item = f"bundle item chart {release.chart.rstrip('/').rsplit('/', 1)[-1]}@{release.version}"
     archive = lockfile_path(air_gap.lockfile).parent / path
+    # As the stack names the lockfile: relative to the project folder, where Pulumi runs Helm, so a checkout in
+    # another place (a CI runner, a colleague's machine) plans no change to any release.
+    given = Path(air_gap.lockfile).parent / path
     try:
         actual = "sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest()
     except OSError as error:
         raise pulumi.RunError(f"{item}: {archive}: {error.strerror}") from None
     if actual != digest:
         raise pulumi.RunError(f"{item}: {archive} has {actual}, the lockfile says {digest}")
-    return str(archive)
+    return str(given)
 
 
 def helm_release(

@@ -252,5 +252,14 @@ def package_sources(air_gap: AirGapSpec, seed: NodeSpec) -> dict[str, str]:
             "kubernetes", "Kubernetes", seed.host, files, kubernetes_key, exclude=" ".join(KUBE_PACKAGES_EXCLUDED)
         ),
         "DOCKER_REPO_RPM": rpm_repository("docker-ce-stable", "Docker CE", seed.host, files, docker_key),
-        "BUNDLE_DEB_DIGESTS": "\n".join(f"{p.name}\t{p.digest.removeprefix('sha256:')}" for p in lock.packages("deb")),
+        "BUNDLE_DEB_DIGESTS": deb_digests(air_gap),
     }
+
+
+def deb_digests(air_gap: AirGapSpec) -> str:
+    """`name<TAB>sha256` per Debian package of the bundle: what a node checks each downloaded package against before
+    it installs it (lib.sh bundle_debs_install); empty on a site with a route out."""
+    if not air_gap.enabled:
+        return ""
+    packages = bundle_lock(air_gap.lockfile).packages("deb")
+    return "\n".join(f"{p.name}\t{p.digest.removeprefix('sha256:')}" for p in packages)

@@ -40,6 +40,7 @@ from ..config.gpu import KUEUE_ADMITTED_SELECTOR
 from ..config.nodes import NodeSpec
 from ..config.spec import Spec
 from .kueue import QUEUE_NAME_LABEL
+from .seed import deb_digests
 from .shell import NodeStep, merge_steps, rendered_step
 from .tuning_steps import restart_batches, restart_step
 
@@ -141,7 +142,7 @@ def upgrade_steps(spec: Spec) -> list[list[UpgradeStep]]:
     # Every control plane's static pods first, one node at a time (etcd membership stays quorate), the first
     # one applying: only then may any kubelet move, or it would be newer than a kube-apiserver still behind.
     for node in spec.control_planes:
-        stages.append([_control_plane_step(spec.kubernetes_version, node, first)])
+        stages.append([_control_plane_step(spec.kubernetes_version, node, first, deb_digests(spec.air_gap))])
     # Then the kubelets in their restart batches, each batch drained first: control planes drain from their own
     # batch (every control plane holds the admin kubeconfig), workers from the first control plane.
     for batch in restart_batches(spec.kubelet, spec.control_planes, spec.workers):
@@ -169,7 +170,12 @@ def _drained(spec: Spec, runs_on: NodeSpec, nodes: list[NodeSpec]) -> list[list[
     ]
 
 
-def _control_plane_step(kubernetes_version: str, node: NodeSpec, first: NodeSpec) -> UpgradeStep:
+def _bundle(digests: str) -> dict[str, str]:
+    """An air-gapped site's upgrade checks each Debian package against the lockfile before it installs it."""
+    return {"BUNDLE_DEB_DIGESTS": digests} if digests else {}
+
+
+def _control_plane_step(kubernetes_version: str, node: NodeSpec, first: NodeSpec, digests: str = "") -> UpgradeStep:
     version = _version(kubernetes_version)
     is_first = node.name == first.name
     settings = {
@@ -178,6 +184,7 @@ def _control_plane_step(kubernetes_version: str, node: NodeSpec, first: NodeSpec
         "NODE_NAME": node.name,
         "FIRST_CONTROL_PLANE": str(is_first).lower(),
         "KUBEADM_UPGRADE_TIMEOUT_SECONDS": str(KUBEADM_UPGRADE_TIMEOUT_SECONDS),
+        **_bundle(digests),
     }
     title = f"kubeadm upgrade {'apply' if is_first else 'node'}: control plane to {version}"
     return UpgradeStep(node, rendered_step("upgrade-control-plane", title, settings), (node.name,))
@@ -192,18 +199,19 @@ def kubelet_step(spec: Spec, node: NodeSpec) -> NodeStep:
     tuning marked (a no-op with nothing marked). Upgrade first: flags written for a new minor then start a
     kubelet of that minor, never the old one. One resource for both: both restart the kubelet of a drained (or,
     for tuning, a running) node in the same batches."""
-    parts = [upgrade_kubelet_step(spec.kubernetes_version, node), restart_step(spec, node)]
+    parts = [upgrade_kubelet_step(spec.kubernetes_version, node, deb_digests(spec.air_gap)), restart_step(spec, node)]
     title = f"kubelet of {node.name}: {' > '.join(part.name for part in parts)}"
     return merge_steps(KUBELET_STEP, title, parts)
 
 
-def upgrade_kubelet_step(kubernetes_version: str, node: NodeSpec) -> NodeStep:
+def upgrade_kubelet_step(kubernetes_version: str, node: NodeSpec, digests: str = "") -> NodeStep:
     version = _version(kubernetes_version)
     settings = {
         "TARGET_VERSION": version,
         "UPGRADE_LOG_DIR": UPGRADE_LOG_DIR,
         "NODE_NAME": node.name,
         "CONTROL_PLANE": str(node.is_control_plane).lower(),
+        **_bundle(digests),
     }
     title = f"kubelet and kubectl to {version}" + ("" if node.is_control_plane else " (after kubeadm upgrade node)")
     return rendered_step("upgrade-kubelet", title, settings)

@@ -21,12 +21,22 @@ from ..helm_render import chart_path
 from .test_airgap_bundle import built_deb, oci_image
 
 VERSION = DEFAULT_KUBERNETES_VERSION
-PACKAGES = (
-    ("kubeadm", "1.35.7-1.1", ""), ("kubeadm", f"{VERSION}-1.1", "cri-tools (>= 1.30.0)"),
-    ("kubelet", f"{VERSION}-1.1", "kubernetes-cni (>= 1.2.0)"), ("kubectl", f"{VERSION}-1.1", ""),
-    ("cri-tools", "1.35.0-1.1", ""), ("kubernetes-cni", "1.7.1-1.1", ""),
-)  # fmt: skip
-"""The Kubernetes project's packages with the Depends its kubeadm and kubelet declare; an older kubeadm beside."""
+
+
+def project_packages(version: str) -> tuple[tuple[str, str, str], ...]:
+    """The Kubernetes project's packages of `version`'s minor repository, with the Depends its kubeadm and kubelet
+    declare (name, version, Depends); an older kubeadm patch beside."""
+    major, minor, patch = version.split(".")
+    return (
+        ("kubeadm", f"{major}.{minor}.{max(int(patch) - 1, 0)}-1.1", ""),
+        ("kubeadm", f"{version}-1.1", "cri-tools (>= 1.30.0)"),
+        ("kubelet", f"{version}-1.1", "kubernetes-cni (>= 1.2.0)"),
+        ("kubectl", f"{version}-1.1", ""),
+        ("cri-tools", f"{major}.{minor}.0-1.1", ""),
+        ("kubernetes-cni", "1.7.1-1.1", ""),
+    )
+
+
 IMAGES = (
     f"registry.k8s.io/kube-apiserver:v{VERSION}",
     "docker.io/library/busybox:1.37.0-musl",
@@ -123,19 +133,20 @@ class Internet:
             ["gpg", "--homedir", str(self.gnupg), "--batch", "--yes", *args], check=True, capture_output=True, text=True
         )
 
-    def kubernetes_repository(self, packages: Sequence[tuple[str, str, str]] = PACKAGES) -> tuple[str, dict[str, Path]]:
-        """`<base>/deb/` as the project's: flat, signed InRelease, the armored key at Release.key; its debs (name,
-        version, Depends), by name (the last of a name built)."""
-        deb = self.web / "core:" / "stable:" / "v1.35" / "deb"
+    def kubernetes_repository(self, version: str = VERSION) -> tuple[str, dict[str, Path]]:
+        """`<base>/deb/` of `version`'s minor as the project's: flat, signed InRelease, the armored key at
+        Release.key; its debs (project_packages), by name (the last of a name built)."""
+        minor = "v" + ".".join(version.split(".")[:2])
+        deb = self.web / "core:" / "stable:" / minor / "deb"
         deb.mkdir(parents=True)
         self.gpg(
             "--passphrase", "", "--quick-gen-key", "mlcluster test <t@example.invalid>", "ed25519", "sign", "never"
         )
         (deb / "Release.key").write_text(self.gpg("--armor", "--export").stdout)
-        staging = self.root / "staging"
+        staging = self.root / "staging" / minor
         debs = {
-            name: built_deb(staging, name, version, depends, architecture="amd64")
-            for name, version, depends in packages
+            name: built_deb(staging, name, package_version, depends, architecture="amd64")
+            for name, package_version, depends in project_packages(version)
         }
         for path in (staging / "packages" / "deb").glob("*.deb"):
             shutil.copy(path, deb / path.name)
@@ -144,7 +155,7 @@ class Internet:
         release = subprocess.run(["apt-ftparchive", "release", "."], cwd=deb, check=True, capture_output=True).stdout
         (deb / "Release").write_bytes(release)
         self.gpg("--clearsign", "--output", str(deb / "InRelease"), str(deb / "Release"))
-        return f"http://127.0.0.1:{self.files_port}/core:/stable:/v1.35", debs
+        return f"http://127.0.0.1:{self.files_port}/core:/stable:/{minor}", debs
 
     def runner(self, argv: Sequence[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
@@ -152,13 +163,16 @@ class Internet:
 
 
 def unfetched_lock(
-    base: str, images: Sequence[str] = IMAGES, charts: Sequence[tuple[str, str]] = (("lws", "v0.10.0"),)
+    base: str,
+    images: Sequence[str] = IMAGES,
+    charts: Sequence[tuple[str, str]] = (("lws", "v0.10.0"),),
+    version: str = VERSION,
 ) -> dict[str, Any]:
     """What `lock` writes for a Debian-only stack: names, versions and sources, no digests."""
     return {
         "schema": "mlcluster.io/bundle-lock/v1",
         "stack": "fetch",
-        "kubernetesVersion": VERSION,
+        "kubernetesVersion": version,
         "counts": {"charts": len(charts), "images": len(images), "packages": 5, "files": 1},
         "charts": [{"name": n, "chart": n, "version": v, "releases": [], "digest": None} for n, v in charts],
         "images": [{"reference": r, "digest": None, "sources": ["test"]} for r in images],
@@ -166,7 +180,7 @@ def unfetched_lock(
             "deb": [
                 {
                     "name": name,
-                    "version": VERSION if name in ("kubeadm", "kubelet", "kubectl") else None,
+                    "version": version if name in ("kubeadm", "kubelet", "kubectl") else None,
                     "digest": None,
                 }
                 for name in ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni")

@@ -23,7 +23,7 @@ from components.render.seed import DEB_REPOSITORY
 
 from .airgap_upstream import Internet, pulled_charts, unfetched_lock
 from .engine import FleetEngine
-from .hosts import Fleet, HostSpec
+from .hosts import PREVIOUS_MINOR_VERSION, Fleet, HostSpec
 from .steps import step_outputs
 from .test_airgap_bundle import BUNDLE_ON_SEED, built_deb, flip_byte, put_on
 
@@ -38,16 +38,16 @@ CNI_CHART = (("tigera-operator", CALICO_VERSION),)
 """The fleet's stack installs its CNI (platform layers off): Helm reads the chart from the bundle."""
 
 
-def fetched_bundle(internet: Internet, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+def fetched_bundle(internet: Internet, tmp_path: Path, version: str = VERSION) -> tuple[Path, dict[str, Any]]:
     """The bundle of a Debian stack at VERSION as `fetch` makes it from the stand-in internet: the Kubernetes
     project's packages (kubeadm depends on cri-tools, kubelet on kubernetes-cni, as theirs do), kubeadm's images and
     the sandbox image, the CNI's chart; its folder and fetched lockfile."""
-    references = [f"registry.k8s.io/{name}:v{VERSION}" for name in KUBEADM_IMAGES] + [SANDBOX_IMAGE]
+    references = [f"registry.k8s.io/{name}:v{version}" for name in KUBEADM_IMAGES] + [SANDBOX_IMAGE]
     internet.push_images(tmp_path / "built-images", references)
-    base, _ = internet.kubernetes_repository()
+    base, _ = internet.kubernetes_repository(version)
     bundle = tmp_path / "bundle"
     lock = fetch_bundle(
-        unfetched_lock(base, references, CNI_CHART),
+        unfetched_lock(base, references, CNI_CHART, version),
         pulled_charts(tmp_path / "charts", CNI_CHART),
         bundle,
         runner=internet.runner,
@@ -219,3 +219,43 @@ def test_a_node_of_a_family_the_bundle_lacks_stops_at_its_first_step(fleet, inte
     )
     assert "kubeadm" not in hosts["w-1"].state().get("packages", {})
     assert hosts["cp-1"].state()["packages"]["kubeadm"] == f"{VERSION}-1.1"  # the Debian seed went on
+
+
+def test_a_minor_upgrade_runs_from_a_new_bundle_with_nothing_from_outside(
+    fleet, internet: Internet, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """Day 2: the site bootstrapped at the previous minor from its bundle; a bundle of the new version is fetched,
+    carried to the seed (replacing the old one, as `rsync --delete` does) and to the Pulumi machine; `up` with the
+    new version upgrades every node from the seed, each package checked against the new lockfile first."""
+    hosts = fleet(HostSpec("cp-1", offline=True), HostSpec("w-1", offline=True))
+    seed = hosts["cp-1"]
+    old_bundle, _ = fetched_bundle(internet, tmp_path / "old", PREVIOUS_MINOR_VERSION)
+    put_on(seed, old_bundle)
+    values, secret = air_gapped_values(hosts, ["cp-1", "w-1"], old_bundle / LOCKFILE)
+    values["kubernetesVersion"] = PREVIOUS_MINOR_VERSION
+    engine = FleetEngine()
+    try:
+        engine.up(values, secret).raise_error()
+        assert {h.state()["packages"]["kubelet"] for h in (seed, hosts["w-1"])} == {f"{PREVIOUS_MINOR_VERSION}-1.1"}
+
+        new_bundle, new_lock = fetched_bundle(internet, tmp_path / "new", VERSION)
+        seed.run(f"rm -rf {BUNDLE_ON_SEED}")
+        put_on(seed, new_bundle)
+        upgraded_values, _ = air_gapped_values(hosts, ["cp-1", "w-1"], new_bundle / LOCKFILE)
+        upgrade = engine.up(upgraded_values, secret)
+        upgrade.raise_error()
+    finally:
+        engine.close()
+    served = seed_output(upgrade, "cp-1")["seed-serve"]
+    # The new kubeadm images load; the sandbox image, the same in both bundles, is there already.
+    assert f"changed: {len(new_lock['images']) - 1} image(s) loaded into the seed registry (1 already there)" in served
+    for host in (seed, hosts["w-1"]):
+        packages = host.state()["packages"]
+        assert {name: packages[name] for name in ("kubeadm", "kubelet", "kubectl")} == dict.fromkeys(
+            ("kubeadm", "kubelet", "kubectl"), f"{VERSION}-1.1"
+        )
+        kubelet = step_outputs(upgrade.step(f"{host.name}-kubelet"))["upgrade-kubelet"]
+        assert "package(s) matched the lockfile's digests before install" in kubelet, kubelet
+        assert not [c for c in host.calls("curl") if not c.get("real")], "a node fetched from outside the fleet"
+    (cluster,) = hosts.clusters()
+    assert {n["kubeletVersion"] for n in cluster["nodes"].values()} == {VERSION}
