@@ -162,6 +162,8 @@ def test_without_air_gap_the_nodes_use_the_upstream_repositories(run_stack) -> N
         ({"registryPort": 6443}, "mlcluster:airGap.registryPort: 6443 is the API server's port on a node"),
         ({"bundleDir": "/etc"}, 'mlcluster:airGap.bundleDir: "/etc" is a system directory'),
         ({"lockfile": "/nonexistent/lock.json"}, "mlcluster:airGap.lockfile: cannot read /nonexistent/lock.json"),
+        ({"lockfile": "bundle/\nlock.json"}, 'mlcluster:airGap.lockfile: "bundle/\\nlock.json" contains a control'),
+        ({"lockfile": " "}, 'mlcluster:airGap.lockfile: " " is empty: give the fetched bundle\'s lockfile'),
         ({"osFamilies": ["deb", "deb"]}, "mlcluster:airGap.osFamilies: must list deb, rpm or both, each once"),
         ({"osFamilies": ["suse"]}, "mlcluster:airGap.osFamilies[0]: "),
     ],
@@ -170,6 +172,7 @@ def test_settings_refused_by_key(tmp_path: Path, change: dict[str, Any], expecte
     values, secret = air_gapped(fetched_lock(tmp_path / "lock.json"), **change)
     found = errors(values, secret)
     assert any(e.startswith(expected) for e in found), found
+    assert all("\n" not in e for e in found), found  # one line each
 
 
 @pytest.mark.parametrize(
@@ -231,18 +234,25 @@ def test_spegel_and_a_mirror_of_a_served_registry_are_refused_beside_the_air_gap
     ), found
 
 
+def planned(run_stack, values: dict[str, Any], secret: list[str], out: Path, earlier: Path | None = None) -> str:  # type: ignore[no-untyped-def]
+    """The plan of the stack written to `out` (compared with the plan in `earlier`); its first screen."""
+    return write_plan(
+        run_stack(values=values, secret=secret).run,
+        out,
+        project="mlcluster",
+        stack="onprem",
+        spec=load_spec(values, secret),
+        earlier=load_plan(earlier) if earlier is not None else None,
+        compared_with=str(earlier) if earlier is not None else None,
+    )
+
+
 def test_the_plan_lists_the_bundle_and_a_new_bundle_shows_in_the_compare(run_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The first screen names the seed and what it serves; plan.json holds every item with its digest; a stack moved
     to a new bundle (an image's new digest, an image added) shows item by item in the plan diff."""
     lockfile = fetched_lock(tmp_path / "lock.json")
     values, secret = air_gapped(lockfile)
-    first = write_plan(
-        run_stack(values=values, secret=secret).run,
-        tmp_path / "before",
-        project="mlcluster",
-        stack="onprem",
-        spec=load_spec(values, secret),
-    )
+    first = planned(run_stack, values, secret, tmp_path / "before")
     assert f"bundle: {lockfile}: 14 charts, 7 images, 10 packages, 2 files; digests 33 of 33 filled" in first
     assert (
         f"  air gap: seed {SEED} checks every item, then serves images at http://{SEED_HOST}:5000 (nvcr.io, quay.io,"
@@ -258,15 +268,7 @@ def test_the_plan_lists_the_bundle_and_a_new_bundle_shows_in_the_compare(run_sta
     newer["images"].append({"reference": "quay.io/jetstack/cert-manager-webhook:v1.19.1", "digest": _digest("w")})
     (tmp_path / "newer.json").write_text(json.dumps(newer))
     values, secret = air_gapped(tmp_path / "newer.json")
-    second = write_plan(
-        run_stack(values=values, secret=secret).run,
-        tmp_path / "after",
-        project="mlcluster",
-        stack="onprem",
-        spec=load_spec(values, secret),
-        earlier=load_plan(tmp_path / "before"),
-        compared_with="before",
-    )
+    second = planned(run_stack, values, secret, tmp_path / "after", tmp_path / "before")
     assert "bundle (the air-gap lockfile: items added, removed, or whose digest changed)" in second
     assert "  + image quay.io/jetstack/cert-manager-webhook:v1.19.1" in second
     controller = "quay.io/jetstack/cert-manager-controller:v1.19.1"
@@ -318,8 +320,7 @@ def test_a_chart_upgrade_from_a_new_bundle_shows_the_release_and_the_bundle_delt
     it brings: the compare shows that release and those items, and no other release."""
     lockfile = fetched_lock(tmp_path / "lock.json")
     values, secret = air_gapped(lockfile)
-    before = run_stack(values=values, secret=secret).run
-    write_plan(before, tmp_path / "before", project="mlcluster", stack="onprem", spec=load_spec(values, secret))
+    planned(run_stack, values, secret, tmp_path / "before")
     newer = json.loads(lockfile.read_text())
     archive = tmp_path / "charts" / "kueue-0.19.3.tgz"
     archive.write_bytes(b"kueue 0.19.3")
@@ -334,15 +335,7 @@ def test_a_chart_upgrade_from_a_new_bundle_shows_the_release_and_the_bundle_delt
     run = run_stack(values=values, secret=secret)
     kueue = next(r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.name == "kueue")
     assert kueue.inputs["chart"] == str(archive) and kueue.inputs["version"] == "0.19.3"
-    text = write_plan(
-        run.run,
-        tmp_path / "after",
-        project="mlcluster",
-        stack="onprem",
-        spec=load_spec(values, secret),
-        earlier=load_plan(tmp_path / "before"),
-        compared_with="before",
-    )
+    text = planned(run_stack, values, secret, tmp_path / "after", tmp_path / "before")
     assert "  - chart kueue@0.19.2" in text and "  + chart kueue@0.19.3" in text
     assert f"  + image {image}" in text
     assert f"  ~ kueue\n      ~ chart: {tmp_path}/charts/kueue-0.19.2.tgz -> {archive}" in text, text
@@ -363,3 +356,25 @@ def test_a_relative_lockfile_names_charts_relative_to_the_project(monkeypatch, t
         name="kueue", chart="oci://registry.k8s.io/kueue/charts/kueue", version="0.19.2", namespace="k"
     )
     assert bundled_chart(spec.air_gap, release) == "bundle/charts/kueue-0.19.2.tgz"
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "value"),
+    [
+        ("images", "reference", "registry.k8s.io/pause:3.10\tpackages/deb/x.deb\tmine"),
+        ("images", "reference", "registry.k8s.io/pause:$(reboot)"),
+        ("charts", "name", "kueue\nevil"),
+        ("files", "name", "../key"),
+    ],
+)
+def test_a_hostile_lockfile_name_is_refused_before_any_step_carries_it(
+    tmp_path: Path, section: str, field: str, value: str
+) -> None:
+    """Names go into the seed's and nodes' steps as tab-separated rows: a tab, a newline or a shell expansion in one
+    would add a row or a command there."""
+    document = json.loads(fetched_lock(tmp_path / "lock.json").read_text())
+    document[section][0][field] = value
+    (tmp_path / "hostile.json").write_text(json.dumps(document))
+    found = errors(*air_gapped(tmp_path / "hostile.json"))
+    assert any(e.startswith("mlcluster:airGap.lockfile: ") and repr(value) in e for e in found), found
+    assert all("\n" not in e and "\t" not in e for e in found), found

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from . import checks
+from . import checks, formats
 from .schema import Problems, join_path, setting
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -32,6 +32,13 @@ def _port(value: int) -> str | None:
     return None
 
 
+def _lockfile_path(value: str) -> str | None:
+    """A path on the Pulumi machine; its charts are named relative to the lockfile in every release."""
+    if not value.strip():
+        return "is empty: give the fetched bundle's lockfile, e.g. bundle/bundle.lock.json"
+    return formats.single_line(value)
+
+
 @dataclass(frozen=True)
 class AirGapSpec:
     enabled: bool = setting(
@@ -47,6 +54,7 @@ class AirGapSpec:
     lockfile: str = setting(
         "bundle/bundle.lock.json",
         doc="The fetched bundle's lockfile, on the machine that runs Pulumi (relative: to the project folder).",
+        check=_lockfile_path,
     )
     bundle_dir: str = setting(
         "/var/lib/mlcluster/bundle",
@@ -70,8 +78,9 @@ class AirGapSpec:
             problems.error(join_path(path, "osFamilies"), "must list deb, rpm or both, each once")
         if self.registry_port == self.files_port:
             problems.error(join_path(path, "filesPort"), f"is the registry's port too ({self.registry_port})")
-        lock = bundle_lock(self.lockfile)
-        for problem in lock.problems:
+        if _lockfile_path(self.lockfile) is not None:
+            return  # said by its check
+        for problem in bundle_lock(self.lockfile).problems:
             problems.error(join_path(path, "lockfile"), problem)
 
 
@@ -128,14 +137,25 @@ class BundleLock:
         return None
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9+._-]{0,127}")
+"""A chart's, package's or file's name: what the seed's and nodes' steps carry in their tab-separated rows."""
+
+
 def _item_problems(document: dict[str, Any]) -> list[str]:
-    """Every item must carry a sha256 digest and a plain path inside the bundle: the lockfile of a fetched bundle."""
+    """Every item must carry a sha256 digest and a plain path inside the bundle: the lockfile of a fetched bundle.
+    Names go into the seed's and the nodes' steps: an image must read as an image reference, every other name as a
+    plain name."""
     unfetched: list[str] = []
     problems: list[str] = []
 
     def item(what: str, entry: Any, needs_path: bool = True) -> None:
         if not isinstance(entry, dict):
-            problems.append(f"{what}: is not an object")
+            problems.append(f"{what!r}: is not an object")
+            return
+        name = str(entry.get("reference") if not needs_path else entry.get("name"))
+        bad = formats.image_reference(name) if not needs_path else (None if _NAME.fullmatch(name) else "bad")
+        if bad is not None:
+            problems.append(f"{what!r}: {name!r} is not {'an image reference' if not needs_path else 'a plain name'}")
             return
         if not _DIGEST.fullmatch(str(entry.get("digest") or "")):
             unfetched.append(what)

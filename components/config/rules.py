@@ -951,7 +951,7 @@ def air_gap_from_the_bundle(spec: Spec, problems: Problems) -> None:
     elif air_gap.seed is not None and next(n for n in spec.nodes if n.name == air_gap.seed).gone:
         problems.error("airGap.seed", f'"{air_gap.seed}" is marked gone: name a node that stays to serve the bundle')
     lock = bundle_lock(air_gap.lockfile)
-    if lock.problems:
+    if lock.problems or not lock.document:
         return  # said at airGap.lockfile
     version = spec.kubernetes_version.lstrip("v")
     if lock.kubernetes_version != version:

@@ -117,23 +117,28 @@ def registry_config(address: str, port: int) -> str:
 REGISTRY_CONFIG_PATH = "/etc/mlcluster/seed-registry.yml"
 
 
-def registry_unit() -> str:
+def service_unit(description: str, exec_start: str) -> str:
+    """A seed server's systemd unit: started after the network, restarted when it fails, started at boot."""
     return (
-        "[Unit]\nDescription=mlcluster air-gap seed: the bundle's images (CNCF distribution registry)\n"
+        f"[Unit]\nDescription=mlcluster air-gap seed: {description}\n"
         "After=network-online.target\nWants=network-online.target\n\n"
-        f"[Service]\nExecStart={REGISTRY_BINARY} serve {REGISTRY_CONFIG_PATH}\nRestart=on-failure\n\n"
+        f"[Service]\nExecStart={exec_start}\nRestart=on-failure\n\n"
         "[Install]\nWantedBy=multi-user.target\n"
+    )
+
+
+def registry_unit() -> str:
+    return service_unit(
+        "the bundle's images (CNCF distribution registry)", f"{REGISTRY_BINARY} serve {REGISTRY_CONFIG_PATH}"
     )
 
 
 def files_unit(bundle_dir: str, address: str, port: int) -> str:
     """Python's own HTTP file server (http.server, read-only GET/HEAD) over the bundle: the apt and yum repositories,
     the charts and the files. python3 is on every seed the step accepts (it installs it where absent)."""
-    return (
-        "[Unit]\nDescription=mlcluster air-gap seed: the bundle's packages, charts and files over HTTP\n"
-        "After=network-online.target\nWants=network-online.target\n\n"
-        f"[Service]\nExecStart=/usr/bin/python3 -m http.server --bind {address} --directory {bundle_dir} {port}\n"
-        "Restart=on-failure\n\n[Install]\nWantedBy=multi-user.target\n"
+    return service_unit(
+        "the bundle's packages, charts and files over HTTP",
+        f"/usr/bin/python3 -m http.server --bind {address} --directory {bundle_dir} {port}",
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +44,18 @@ IMAGES = (
 )
 
 
+def gnupg_home() -> Path:
+    """A gpg home of its own under /tmp: gpg-agent's socket lives in it, and a unix socket's path may not be longer
+    than 107 bytes (unix(7), sun_path), which a pytest worker's tmp_path can exceed."""
+    return Path(tempfile.mkdtemp(prefix="mlcgpg-", dir="/tmp"))
+
+
+def forget_gnupg_home(home: Path) -> None:
+    """The gpg-agent that gpg started for `home` stopped, the home removed."""
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False, capture_output=True)
+    shutil.rmtree(home, ignore_errors=True)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -67,8 +80,7 @@ class Internet:
         self.processes: list[subprocess.Popen[bytes]] = []
         self.registry_port = _free_port()
         self.files_port = _free_port()
-        self.gnupg = root / "gnupg"
-        self.gnupg.mkdir(mode=0o700)
+        self.gnupg = gnupg_home()
         self.registries_conf = root / "registries.conf"
         self.registries_conf.write_text(
             "".join(
@@ -112,6 +124,7 @@ class Internet:
         for process in self.processes:
             process.terminate()
             process.wait(timeout=10)
+        forget_gnupg_home(self.gnupg)
 
     def push_images(self, layout: Path, references: Sequence[str] = IMAGES) -> dict[str, str]:
         """Each test image into the registry under its registry's path; reference -> manifest digest."""

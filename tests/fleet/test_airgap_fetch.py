@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,15 @@ from components.airgap.__main__ import main as airgap_main
 from components.airgap.fetch import LOCKFILE, FetchError, chart_archive, fetch_bundle, sha256_of
 
 from ..helm_render import chart_path
-from .airgap_upstream import IMAGES, VERSION, Internet, pulled_charts, unfetched_lock
+from .airgap_upstream import (
+    IMAGES,
+    VERSION,
+    Internet,
+    forget_gnupg_home,
+    gnupg_home,
+    pulled_charts,
+    unfetched_lock,
+)
 
 pytestmark = pytest.mark.fleet
 
@@ -68,6 +77,13 @@ def test_fetch_fills_every_digest_from_real_tools_and_resumes(internet: Internet
     assert [call[0] for call in internet.calls] == ["apt-get", "bash"]  # apt's index is read again, nothing else
 
 
+def fetch_with(internet: Internet, lock: dict[str, Any], charts: Path, out: Path) -> dict[str, Any]:
+    """fetch_bundle against the stand-in internet, quietly."""
+    return fetch_bundle(
+        lock, charts, out, runner=internet.runner, registries_conf=internet.registries_conf, say=lambda _: None
+    )
+
+
 def test_fetch_stops_by_name_at_what_upstream_cannot_prove(internet: Internet, tmp_path: Path) -> None:
     internet.push_images(tmp_path / "built-images")
     base, _ = internet.kubernetes_repository()
@@ -75,63 +91,31 @@ def test_fetch_stops_by_name_at_what_upstream_cannot_prove(internet: Internet, t
 
     # A repository signed by another key than the one the lockfile's Release.key URL serves: apt refuses its index.
     other = unfetched_lock(base)
-    stranger = tmp_path / "stranger"
-    stranger.mkdir(mode=0o700)
-    subprocess.run(
-        [
-            "gpg",
-            "--homedir",
-            str(stranger),
-            "--batch",
-            "--passphrase",
-            "",
-            "--quick-gen-key",
-            "x <x@x.invalid>",
-            "ed25519",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    key = subprocess.run(["gpg", "--homedir", str(stranger), "--armor", "--export"], check=True, capture_output=True)
+    stranger = gnupg_home()
+    try:
+        gpg = ["gpg", "--homedir", str(stranger), "--batch"]
+        subprocess.run([*gpg, "--passphrase", "", "--quick-gen-key", "x <x@x.invalid>", "ed25519"], check=True)
+        key = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True)
+    finally:
+        forget_gnupg_home(stranger)
     release_key = internet.web / "core:" / "stable:" / "v1.35" / "deb" / "Release.key"
     signer = release_key.read_bytes()
     release_key.write_bytes(key.stdout)
     with pytest.raises(FetchError, match=rf"the Debian repository {base}/deb/: .*(NO_PUBKEY|not signed)"):
-        fetch_bundle(
-            other,
-            charts,
-            tmp_path / "signed-by-another",
-            runner=internet.runner,
-            registries_conf=internet.registries_conf,
-            say=lambda _: None,
-        )
+        fetch_with(internet, other, charts, tmp_path / "signed-by-another")
     release_key.write_bytes(signer)
 
     # An image pinned by a digest the registry does not serve for it.
     pinned = unfetched_lock(base)
     pinned["images"] = [{"reference": f"registry.k8s.io/kube-apiserver@sha256:{'0' * 64}", "digest": None}]
     with pytest.raises(FetchError, match=r"image registry.k8s.io/kube-apiserver@sha256:0{64}: "):
-        fetch_bundle(
-            pinned,
-            charts,
-            tmp_path / "pinned",
-            runner=internet.runner,
-            registries_conf=internet.registries_conf,
-            say=lambda _: None,
-        )
+        fetch_with(internet, pinned, charts, tmp_path / "pinned")
 
     # A package version the repository does not have.
     newer = unfetched_lock(base)
     newer["packages"]["deb"][0]["version"] = "1.35.9"
     with pytest.raises(FetchError, match="package deb:kubeadm: "):
-        fetch_bundle(
-            newer,
-            charts,
-            tmp_path / "newer",
-            runner=internet.runner,
-            registries_conf=internet.registries_conf,
-            say=lambda _: None,
-        )
+        fetch_with(internet, newer, charts, tmp_path / "newer")
 
     # The RPM family on a machine without dnf: named, with the way out.
     if shutil.which("dnf") is None:
