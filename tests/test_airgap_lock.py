@@ -16,6 +16,8 @@ import yaml
 
 from components.airgap import needs
 from components.airgap.__main__ import main as airgap_main
+from components.airgap.charts import pulled_chart
+from components.airgap.fetch import chart_archive
 from components.airgap.lock import ChartUnavailableError, normalized, stack_lock
 from components.plan.__main__ import main as plan_main
 from components.plan.bundle import lock_diff, missing
@@ -302,3 +304,29 @@ def test_check_refuses_a_bundle_that_lacks_what_the_stack_needs(
     assert airgap_main(["check", "--stack", "onprem", "--charts", str(charts), "--lock", str(lock)]) == 2
     err = capsys.readouterr().err
     assert "lacks 1 item(s)" in err and "image us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue" in err
+
+
+@pytest.mark.render
+def test_check_inside_the_site_reads_the_charts_from_the_bundle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No pulled-charts folder on the site: `check` unpacks the bundle's own archives beside the lockfile."""
+    charts = pulled_charts(tmp_path / "pulled")
+    lock = tmp_path / "bundle" / "bundle.lock.json"
+    lock.parent.mkdir()
+    assert airgap_main(["lock", "--stack", "onprem", "--charts", str(charts), "--out", str(lock)]) == 0
+    document = json.loads(lock.read_text())
+    for chart in document["charts"]:
+        archive = lock.parent / "charts" / f"{chart['name']}-{chart['version']}.tgz"
+        chart_archive(pulled_chart(charts, chart["name"], chart["version"]), chart["name"], archive)
+        chart["path"] = str(archive.relative_to(lock.parent))
+    document["images"] = [i for i in document["images"] if "kueue" not in i["reference"]]
+    lock.write_text(json.dumps(document))
+    capsys.readouterr()
+    assert airgap_main(["check", "--stack", "onprem", "--lock", str(lock)]) == 2
+    err = capsys.readouterr().err
+    assert "lacks 1 item(s)" in err and "image us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue" in err
+    # One archive missing: its chart cannot be rendered, so the check says so instead of passing.
+    (lock.parent / document["charts"][0]["path"]).unlink()
+    assert airgap_main(["check", "--stack", "onprem", "--lock", str(lock)]) == 2
+    assert f"not under the bundle beside {lock}" in capsys.readouterr().err

@@ -15,8 +15,11 @@ internet) brings every item of the lockfile into one folder with its digest, and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import tarfile
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,23 @@ from ..plan.engine import run_program
 from .charts import pulled_chart, render_templates, split_manifests
 from .fetch import LOCKFILE, RPM_ARCH, FetchError, fetch_bundle
 from .lock import stack_lock
+
+
+def unpack_bundle_charts(lock: Mapping[str, Any], bundle: Path, into: Path) -> None:
+    """Each chart archive of a fetched bundle as `<into>/<chart>/<version>/` (an archive holds one top folder, the
+    chart's), for the render; an archive that is missing is left to be named as unrendered."""
+    for chart in lock.get("charts") or []:
+        archive = bundle / str(chart.get("path") or "")
+        if not chart.get("path") or not archive.is_file():
+            continue
+        target = into / str(chart["name"]) / str(chart["version"])
+        target.mkdir(parents=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(target, filter="data")
+        (top,) = [p for p in target.iterdir() if p.is_dir()]
+        for item in top.iterdir():
+            item.rename(target / item.name)
+        top.rmdir()
 
 
 def directory_render(charts: Path, kube_version: str) -> Any:
@@ -51,10 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("lock", "check"):
         command = commands.add_parser(name)
         add_stack_arguments(command)
-        command.add_argument("--charts", type=Path, required=True, help="folder of pulled charts (<chart>/<version>)")
         if name == "lock":
+            command.add_argument(
+                "--charts", type=Path, required=True, help="folder of pulled charts (<chart>/<version>)"
+            )
             command.add_argument("--out", type=Path, help="write the lockfile here (default: stdout)")
         else:
+            command.add_argument(
+                "--charts", type=Path, help="folder of pulled charts (default: the fetched bundle's own archives)"
+            )
             command.add_argument("--lock", type=Path, required=True, help="the bundle's lockfile")
     fetch = commands.add_parser("fetch")
     fetch.add_argument("--lock", type=Path, required=True, help="the lockfile `lock` wrote")
@@ -112,11 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     stack_file, spec = read
     print(f"reading what stack {stack} needs from {path} ...", file=sys.stderr)
     run = run_program(stack_file.config, stack_file.secret_keys, stack=stack, preview=True)
-    lock = stack_lock(spec, run.resources, directory_render(args.charts, spec.kubernetes_version), stack=stack)
+    with contextlib.ExitStack() as cleanup:
+        charts = args.charts
+        if charts is None:
+            # Inside the site: the charts are the bundle's archives, beside its lockfile.
+            charts = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="mlcluster-charts-")))
+            unpack_bundle_charts(json.loads(args.lock.read_text()), args.lock.parent, charts)
+        lock = stack_lock(spec, run.resources, directory_render(charts, spec.kubernetes_version), stack=stack)
     if lock["unrendered"]:
         # Their images cannot be known: a lockfile without them would let the site find out at pull time.
+        where = args.charts or f"the bundle beside {args.lock}"
         print(
-            f"airgap: {', '.join(lock['unrendered'])} not under {args.charts}: helm pull each there"
+            f"airgap: {', '.join(lock['unrendered'])} not under {where}: helm pull each there"
             " (<chart>/<version>), then run again",
             file=sys.stderr,
         )
