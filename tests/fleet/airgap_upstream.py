@@ -6,6 +6,9 @@ made for the test."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import shutil
 import socket
 import subprocess
@@ -210,3 +213,91 @@ def pulled_charts(into: Path, charts: Sequence[tuple[str, str]] = (("lws", "v0.1
     for name, version in charts:
         shutil.copytree(chart_path(name, version), into / name / version)
     return into
+
+
+RPM_SPEC = """Name: {name}
+Version: {version}
+Release: {release}
+Summary: built for the air-gap test
+License: Apache-2.0
+BuildArch: x86_64
+{requires}
+%description
+built for the air-gap test
+%install
+mkdir -p %{{buildroot}}/usr/share/{name}
+echo '{name} {version}' > %{{buildroot}}/usr/share/{name}/README
+%files
+/usr/share/{name}/README
+"""
+
+
+def built_rpm(into: Path, name: str, version: str, requires: str, *, gnupg: Path, signer: str) -> Path:
+    """An RPM built by the real rpmbuild and signed by the real rpmsign with `signer`'s key in `gnupg`, in the
+    bundle's yum repository folder (the project's packages are signed; so are Docker's)."""
+    top = into / "rpmbuild"
+    spec = top / f"{name}.spec"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(
+        RPM_SPEC.format(
+            name=name, version=version, release="150500.1.1", requires=f"Requires: {requires}" if requires else ""
+        )
+    )
+    subprocess.run(
+        ["rpmbuild", "-bb", "--define", f"_topdir {top}", "--define", "__os_install_post %{nil}", str(spec)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = (top / "RPMS" / "x86_64").glob(f"{name}-{version}-*.rpm")
+    env = {**os.environ, "GNUPGHOME": str(gnupg)}
+    sign = ["rpmsign", "--addsign", "--define", f"_gpg_name {signer}", "--define", "__gpg /usr/bin/gpg", str(built)]
+    subprocess.run(sign, check=True, capture_output=True, env=env)
+    target = into / "packages" / "rpm" / built.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(built, target)
+    return target
+
+
+def rpm_family(bundle: Path, lock: dict[str, Any], version: str = VERSION, *, kubelet_signer: str = "") -> Path:
+    """The rpm family added to a fetched bundle as `fetch` on a RHEL machine would add it (this machine has no dnf):
+    the project's packages and Docker's containerd.io, signed by a key made for the test, that key as both
+    repository keys; the lockfile rewritten. `kubelet_signer`: another key signs kubelet's package (and only the
+    test's key is the repository's). Returns the key's gpg home (forget_gnupg_home it)."""
+    gnupg = gnupg_home()
+    gpg = ["gpg", "--homedir", str(gnupg), "--batch", "--passphrase", ""]
+    for signer in ("mlcluster rpm test", *([kubelet_signer] if kubelet_signer else [])):
+        subprocess.run(
+            [*gpg, "--quick-gen-key", f"{signer} <r@example.invalid>", "rsa3072", "sign", "never"],
+            check=True,
+            capture_output=True,
+        )
+    key = subprocess.run([*gpg, "--armor", "--export", "mlcluster rpm test"], check=True, capture_output=True)
+    packages = []
+    for name, package_version, requires in (
+        ("kubeadm", version, "cri-tools >= 1.30.0"), ("kubelet", version, "kubernetes-cni >= 1.2.0"),
+        ("kubectl", version, ""), ("cri-tools", ".".join(version.split(".")[:2]) + ".0", ""),
+        ("kubernetes-cni", "1.7.1", ""), ("containerd.io", "1.7.27", ""),
+    ):  # fmt: skip
+        signer = kubelet_signer if name == "kubelet" and kubelet_signer else "mlcluster rpm test"
+        path = built_rpm(bundle, name, package_version, requires, gnupg=gnupg, signer=signer)
+        packages.append(
+            {
+                "name": name,
+                "version": version if name in ("kubeadm", "kubelet", "kubectl") else None,
+                "digest": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest(),
+                "path": str(path.relative_to(bundle)),
+            }
+        )
+    lock["packages"]["rpm"] = packages
+    for name in ("kubernetes-rpm-key", "docker-ce-rpm-key"):
+        (bundle / "files" / name).write_bytes(key.stdout)
+        lock["files"].append(
+            {
+                "name": name,
+                "url": f"https://example.invalid/{name}",
+                "digest": "sha256:" + hashlib.sha256(key.stdout).hexdigest(),
+                "path": f"files/{name}",
+            }
+        )
+    (bundle / "bundle.lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+    return gnupg

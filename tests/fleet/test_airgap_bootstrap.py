@@ -21,7 +21,7 @@ from components.render.cni import CALICO_VERSION
 from components.render.containerd import SANDBOX_IMAGE
 from components.render.seed import DEB_REPOSITORY
 
-from .airgap_upstream import Internet, pulled_charts, unfetched_lock
+from .airgap_upstream import Internet, forget_gnupg_home, pulled_charts, rpm_family, unfetched_lock
 from .engine import FleetEngine
 from .hosts import PREVIOUS_MINOR_VERSION, Fleet, HostSpec
 from .steps import step_outputs
@@ -259,3 +259,44 @@ def test_a_minor_upgrade_runs_from_a_new_bundle_with_nothing_from_outside(
         assert not [c for c in host.calls("curl") if not c.get("real")], "a node fetched from outside the fleet"
     (cluster,) = hosts.clusters()
     assert {n["kubeletVersion"] for n in cluster["nodes"].values()} == {VERSION}
+
+
+@pytest.mark.parametrize("kubelet_signer", ["", "someone else"])
+def test_a_rocky_node_installs_from_the_seeds_yum_repository_checking_signatures(
+    fleet, internet: Internet, tmp_path: Path, kubelet_signer: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Both families in one bundle: the Debian seed indexes the RPMs with the real createrepo_c; a Rocky node reads
+    that metadata, downloads each package and checks its signature with the real rpmkeys against the repository's
+    key from the bundle (gpgcheck=1). A kubelet package signed by another key passes the seed's check (its bytes are
+    the lockfile's) and stops at the node, by name, before anything is installed."""
+    hosts = fleet(HostSpec("cp-1", offline=True), HostSpec("w-1", os="rocky-9", offline=True))
+    bundle, lock = fetched_bundle(internet, tmp_path)
+    gnupg = rpm_family(bundle, lock, kubelet_signer=kubelet_signer)
+    forget_gnupg_home(gnupg)
+    put_on(hosts["cp-1"], bundle)
+    values, secret = air_gapped_values(hosts, ["cp-1", "w-1"], bundle / LOCKFILE)
+    values["airGap"]["osFamilies"] = ["deb", "rpm"]
+    engine = FleetEngine()
+    try:
+        run = engine.up(values, secret)
+    finally:
+        engine.close()
+    served = seed_output(run, "cp-1")["seed-serve"]
+    assert "changed: yum repository metadata written (6 packages)" in served
+    rocky = hosts["w-1"]
+    if not kubelet_signer:
+        run.raise_error()
+        packages = rocky.state()["packages"]
+        assert {name: packages[name] for name in ("kubeadm", "kubelet", "kubectl")} == dict.fromkeys(
+            ("kubeadm", "kubelet", "kubectl"), VERSION
+        )
+        assert packages["containerd.io"] == "1.7.27" and packages["cri-tools"].startswith("1.35.")
+        assert "kubernetes-cni" in packages  # kubelet's Requires, from the seed's metadata
+        repo = rocky.read("/etc/yum.repos.d/kubernetes.repo")
+        assert f"baseurl=http://{hosts['cp-1'].address}:8080/packages/rpm/" in repo and "gpgcheck=1" in repo
+        assert len(hosts.clusters()[0]["nodes"]) == 2
+        return
+    resource, output = failed_step(run)
+    assert resource == "w-1-prepare", output
+    assert "Public key for kubelet-" in output and "Error: GPG check FAILED" in output
+    assert "kubelet" not in rocky.state().get("packages", {})

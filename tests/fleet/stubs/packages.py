@@ -11,6 +11,12 @@ the repository without a signature) is read for real over the fleet's network: `
 the index ("Hash Sum mismatch": apt-pkg/acquire-item.cc, apt 2.6), `--download-only` stops after the download
 (apt-get(8)), `-o Dir::Cache::Archives=DIR` is where the files go and a file already there with the index's hash is
 used as it is (apt.conf(5), apt-get(8) "autoclean"). A package's `Depends` found in the index come with it.
+
+A yum repository on the seed (a `.repo` whose baseurl is on the fleet's network) is read for real too: dnf reads
+repodata/repomd.xml and the primary metadata it names (createrepo_c's, on the seed), refuses a package whose sha256
+differs from the metadata's checksum (librepo: "checksum doesn't match"), and with gpgcheck=1 imports the repository's
+gpgkey and checks the package's signature with the real rpmkeys (dnf/base.py _sig_check_pkg: "Public key for %s is
+not installed", then "Error: GPG check FAILED"). A package's `Requires` found in the metadata come with it.
 """
 
 from __future__ import annotations
@@ -317,6 +323,87 @@ def dpkg_query(host: Host, argv: list[str]) -> int:
     return rc
 
 
+_REPO_NS = {"repo": "http://linux.duke.edu/metadata/repo"}
+_COMMON_NS = {"common": "http://linux.duke.edu/metadata/common", "rpm": "http://linux.duke.edu/metadata/rpm"}
+
+
+def _repo_field(text: str | None, key: str) -> str | None:
+    match = re.search(rf"^{key}\s*=\s*(\S+)\s*$", text or "", re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def _seed_repo(text: str | None) -> str | None:
+    """The repository's baseurl when it is on the fleet's network (an air-gap seed), with a trailing slash."""
+    from fetch import _inside_the_fleet
+
+    base = _repo_field(text, "baseurl")
+    return base.rstrip("/") + "/" if base and _inside_the_fleet(base) else None
+
+
+def _rpm_index(base: str) -> dict[str, list[dict[str, Any]]]:
+    """createrepo_c's primary metadata of the repository at `base`: name -> entries (version, release, location,
+    sha256, requires)."""
+    import gzip
+    from xml.etree import ElementTree
+
+    repomd = ElementTree.fromstring(_fetch(base + "repodata/repomd.xml"))
+    location = repomd.find("repo:data[@type='primary']/repo:location", _REPO_NS)
+    if location is None:
+        raise fail(f"Error: Failed to download metadata for repo: no primary metadata at {base}", 1)
+    primary = ElementTree.fromstring(gzip.decompress(_fetch(base + location.attrib["href"])))
+    index: dict[str, list[dict[str, Any]]] = {}
+    for package in primary.findall("common:package", _COMMON_NS):
+        version = package.find("common:version", _COMMON_NS)
+        checksum = package.find("common:checksum", _COMMON_NS)
+        href = package.find("common:location", _COMMON_NS)
+        name = package.find("common:name", _COMMON_NS)
+        if version is None or checksum is None or href is None or name is None or name.text is None:
+            continue
+        requires = [
+            entry.attrib["name"] for entry in package.findall("common:format/rpm:requires/rpm:entry", _COMMON_NS)
+        ]
+        index.setdefault(name.text, []).append(
+            {
+                "version": version.attrib["ver"],
+                "release": version.attrib["rel"],
+                "location": href.attrib["href"],
+                "sha256": checksum.text,
+                "requires": requires,
+            }
+        )
+    return index
+
+
+def _rpm_fetched(base: str, entry: dict[str, Any], gpgkey: str | None, name: str) -> None:
+    """The package's file downloaded and checked as dnf does: its checksum, then (gpgcheck=1) its signature with the
+    real rpmkeys against the repository's key."""
+    import subprocess
+    import tempfile
+
+    data = _fetch(base + entry["location"])
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise fail(
+            f"Error: Error downloading packages:\n  {name}: Downloading successful, but checksum doesn't match."
+            f" Calculated: {hashlib.sha256(data).hexdigest()}(sha256)  Expected: {entry['sha256']}(sha256)",
+            1,
+        )
+    if gpgkey is None:
+        return
+    file = os.path.basename(entry["location"])
+    with tempfile.TemporaryDirectory(prefix="mlcluster-dnf-") as work:
+        (Path(work) / file).write_bytes(data)
+        (Path(work) / "key.asc").write_bytes(_fetch(gpgkey))
+        database = Path(work) / "rpmdb"
+        database.mkdir()
+        rpmkeys = ["/usr/bin/rpmkeys", "--dbpath", str(database)]
+        subprocess.run([*rpmkeys, "--import", str(Path(work) / "key.asc")], check=True, capture_output=True)
+        checked = subprocess.run(
+            [*rpmkeys, "--checksig", str(Path(work) / file)], check=False, capture_output=True, text=True
+        )
+    if checked.returncode != 0 or "signatures OK" not in checked.stdout:
+        raise fail(f"Public key for {file} is not installed\nError: GPG check FAILED", 1)
+
+
 def _repo_excludes(text: str) -> list[str]:
     match = re.search(r"^exclude\s*=\s*(.*)$", text, re.MULTILINE)
     return match.group(1).split() if match else []
@@ -334,6 +421,8 @@ def dnf(host: Host, argv: list[str]) -> int:
         raise fail("dnf install without -y would wait for an answer")
     disabled = {a.split("=", 1)[1] for a in argv if a.startswith("--disableexcludes=")}
     k8s_repo = _read(RPM_K8S_REPO)
+    if _seed_repo(k8s_repo) is not None or _seed_repo(_read(RPM_DOCKER_REPO)) is not None:
+        return _dnf_install_from_seed(host, words[1:], disabled)
     with host.state() as state:
         plan = []
         for spec in words[1:]:
@@ -359,10 +448,68 @@ def dnf(host: Host, argv: list[str]) -> int:
     return 0
 
 
+def _dnf_install_from_seed(host: Host, specs: list[str], disabled: set[str]) -> int:
+    """`dnf install` where the repositories are the air-gap seed's: each package resolved in its repository's real
+    metadata (the Kubernetes repository's excludes apply), downloaded and checked, its Requires with it."""
+    repos = {}
+    for repo_id, path in (("kubernetes", RPM_K8S_REPO), ("docker-ce-stable", RPM_DOCKER_REPO)):
+        text = _read(path)
+        base = _seed_repo(text)
+        if base is not None:
+            gpgcheck = _repo_field(text, "gpgcheck") == "1"
+            repos[repo_id] = (base, _rpm_index(base), _repo_field(text, "gpgkey") if gpgcheck else None, text or "")
+    plan: list[tuple[str, dict[str, Any], str]] = []
+    wanted = list(specs)
+    while wanted:
+        spec = wanted.pop(0)
+        match = re.fullmatch(r"([a-z.-]+?)(?:-(\d[\w.]*))?", spec)
+        if not match:
+            raise fail(f"Error: Unable to find a match: {spec}")
+        name, version = match.group(1), match.group(2)
+        if any(name == planned for planned, _, _ in plan):
+            continue
+        found = None
+        for repo_id, (_, index, _, text) in repos.items():
+            excluded = name in _repo_excludes(text) and not disabled & {repo_id, "all"}
+            entries = [] if excluded else [e for e in index.get(name, []) if version in (None, e["version"])]
+            if entries:
+                found = (entries[-1], repo_id)
+                break
+        if found is None:
+            if spec in specs:
+                raise fail(f"Error: Unable to find a match: {spec}")
+            continue  # a Requires the OS repositories give
+        plan.append((name, found[0], found[1]))
+        wanted += [r for r in found[0]["requires"] if not r.startswith(("/", "rpmlib("))]
+    for name, entry, repo_id in plan:
+        base, _, gpgkey, _ = repos[repo_id]
+        _rpm_fetched(base, entry, gpgkey, name)
+    with host.state() as state:
+        for name, entry, _ in plan:
+            _installed(host, state, name, entry["version"])
+            print(f"Installed: {name}-{entry['version']}-{entry['release']}")
+    return 0
+
+
 def _dnf_list(host: Host, argv: list[str], specs: list[str]) -> int:
     """`dnf list --showduplicates NAME-VERSION`: 0 when a configured repository offers it (excludes apply)."""
     disabled = {a.split("=", 1)[1] for a in argv if a.startswith("--disableexcludes=")}
     k8s_repo = _read(RPM_K8S_REPO) or ""
+    seed = _seed_repo(k8s_repo)
+    if seed is not None:
+        index = _rpm_index(seed)
+        listed = False
+        for spec in specs:
+            match = re.fullmatch(r"([a-z.-]+?)(?:-(\d[\w.]*))?", spec)
+            if not match or (match.group(1) in _repo_excludes(k8s_repo) and not disabled & {"kubernetes", "all"}):
+                continue
+            for entry in index.get(match.group(1), []):
+                if match.group(2) in (None, entry["version"]):
+                    print(f"{match.group(1)}.x86_64  {entry['version']}-{entry['release']}  kubernetes")
+                    listed = True
+        if not listed:
+            raise fail("Error: No matching Packages to list")
+        return 0
     minor = _k8s_minor(k8s_repo)
     found = False
     for spec in specs:
