@@ -1,0 +1,143 @@
+"""The apt stub held to the real apt-get (Debian's, on this machine, with a private sources list, state and cache) on
+what the air-gapped nodes rely on, against an apt-ftparchive flat repository served over HTTP on loopback as the seed
+serves it: `[trusted=yes]` takes the unsigned index; `--download-only -o Dir::Cache::Archives=DIR` leaves the files
+there and installs nothing; a package whose bytes differ from the index is refused with "Hash Sum mismatch" and exit
+100 (tests/fleet/stubs/packages.py models the same)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from components.render.seed import FILES_UNIT, REGISTRY_UNIT, files_unit, registry_unit
+
+from .test_airgap_bundle import built_deb
+
+pytestmark = pytest.mark.fleet
+
+
+@pytest.fixture
+def flat_repository(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(the repository's URL, its folder): two packages indexed by apt-ftparchive, served by python's http.server."""
+    folder = tmp_path / "repo"
+    for name in ("mlcluster-a", "mlcluster-b"):
+        built = built_deb(tmp_path / "build", name, "1.0")
+        folder.mkdir(exist_ok=True)
+        shutil.copy(built, folder / built.name)
+    index(folder)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(folder), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["curl", "-fsS", "-o", "/dev/null", f"http://127.0.0.1:{port}/"], check=False).returncode:
+            assert time.monotonic() < deadline, "the file server did not start"
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/", folder
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def index(folder: Path) -> None:
+    packages = subprocess.run(["apt-ftparchive", "packages", "."], cwd=folder, check=True, capture_output=True)
+    (folder / "Packages").write_bytes(packages.stdout)
+
+
+def real_apt(work: Path, base: str) -> list[str]:
+    """apt-get with its own sources list (the seed's line, as render/seed.py deb_source writes it), state and cache."""
+    (work / "lists" / "partial").mkdir(parents=True, exist_ok=True)
+    (work / "cache" / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+    (work / "sources.list").write_text(f"deb [trusted=yes] {base} ./\n")
+    (work / "status").touch()
+    return [
+        "apt-get", "-o", f"Dir::Etc::SourceList={work / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
+        "-o", f"Dir::State::Lists={work / 'lists'}", "-o", f"Dir::State::status={work / 'status'}",
+        "-o", f"Dir::Cache={work / 'cache'}", "-o", "APT::Sandbox::User=root",
+    ]  # fmt: skip
+
+
+def test_real_apt_takes_the_seeds_unsigned_index_downloads_into_the_named_cache_and_installs_nothing(
+    flat_repository: tuple[str, Path], tmp_path: Path
+) -> None:
+    base, folder = flat_repository
+    apt = real_apt(tmp_path / "apt", base)
+    subprocess.run([*apt, "update", "-q"], check=True, capture_output=True)
+    archives = tmp_path / "downloaded"
+    (archives / "partial").mkdir(parents=True)
+    got = subprocess.run(
+        [*apt, "install", "-y", "-q", "--download-only", "-o", f"Dir::Cache::Archives={archives}", "mlcluster-a"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "Download complete and in download only mode" in got.stdout
+    assert (archives / "mlcluster-a_1.0_all.deb").read_bytes() == (folder / "mlcluster-a_1.0_all.deb").read_bytes()
+    assert (tmp_path / "apt" / "status").read_text() == ""  # nothing installed
+
+    # The package's bytes changed on the server, its index not: apt refuses it, exit 100.
+    (archives / "mlcluster-a_1.0_all.deb").unlink()
+    shutil.copy(folder / "mlcluster-b_1.0_all.deb", folder / "mlcluster-a_1.0_all.deb")
+    refused = subprocess.run(
+        [*apt, "install", "-y", "-q", "--download-only", "-o", f"Dir::Cache::Archives={archives}", "mlcluster-a"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 100, refused.stdout + refused.stderr
+    assert "E: Failed to fetch" in refused.stderr and "Hash Sum mismatch" in refused.stderr
+    assert not (archives / "mlcluster-a_1.0_all.deb").exists()
+
+
+def test_the_stub_refuses_and_downloads_as_real_apt_does(
+    flat_repository: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stub's own functions on the same repository: the same file lands, the same mismatch is refused the same
+    way (the words and exit status the node's step reads)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "stubs"))  # as the stubs import each other on a host
+    import _stub
+    import packages
+
+    base, folder = flat_repository
+    entries = packages._index((folder / "Packages").read_text())
+    archives = tmp_path / "downloaded"
+    packages._seed_download(base, entries["mlcluster-a"][0], str(archives))
+    assert (archives / "mlcluster-a_1.0_all.deb").read_bytes() == (folder / "mlcluster-a_1.0_all.deb").read_bytes()
+    (archives / "mlcluster-a_1.0_all.deb").unlink()
+    shutil.copy(folder / "mlcluster-b_1.0_all.deb", folder / "mlcluster-a_1.0_all.deb")
+    with pytest.raises(_stub.StubExit) as refused:
+        packages._seed_download(base, entries["mlcluster-a"][0], str(archives))
+    assert refused.value.code == 100
+    assert "E: Failed to fetch" in refused.value.message and "Hash Sum mismatch" in refused.value.message
+
+
+def test_the_seed_units_are_units_systemd_accepts(tmp_path: Path) -> None:
+    """The unit files seed-serve writes, checked by the real `systemd-analyze verify` (its ExecStart binaries are the
+    ones Debian's docker-registry and python3 install)."""
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is missing: apt-get install systemd (bash .ci/os-packages systemd does it as root)"
+    for name, text in (
+        (REGISTRY_UNIT, registry_unit()),
+        (FILES_UNIT, files_unit("/var/lib/mlcluster/bundle", "0.0.0.0", 8080)),
+    ):
+        unit = tmp_path / f"{name}.service"
+        unit.write_text(text)
+        checked = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    broken = tmp_path / "mlcluster-seed-broken.service"
+    broken.write_text(registry_unit().replace("/usr/bin/docker-registry", "/usr/bin/no-such-registry"))
+    refused = subprocess.run([analyze, "verify", str(broken)], capture_output=True, text=True, check=False)
+    assert refused.returncode != 0 and "no-such-registry" in refused.stdout + refused.stderr
