@@ -300,3 +300,20 @@ def test_a_rocky_node_installs_from_the_seeds_yum_repository_checking_signatures
     assert resource == "w-1-prepare", output
     assert "Public key for kubelet-" in output and "Error: GPG check FAILED" in output
     assert "kubelet" not in rocky.state().get("packages", {})
+
+
+def test_without_the_seed_an_offline_node_installs_nothing(fleet) -> None:  # type: ignore[no-untyped-def]
+    """The stand-in is not kinder than a site with no route: the same hosts without airGap reach no repository."""
+    hosts = fleet(HostSpec("cp-1", offline=True), HostSpec("w-1", os="rocky-9", offline=True))
+    values, secret = hosts.stack_values([hosts["cp-1"].node("control-plane"), hosts["w-1"].node()])
+    engine = FleetEngine(continue_on_error=True)
+    try:
+        run = engine.up(values, secret)
+    finally:
+        engine.close()
+    failed = {s.resource: (s.stdout or "") + s.stderr for s in run.steps if s.rc != 0}
+    assert sorted(failed) == ["cp-1-prepare", "w-1-prepare"], failed
+    assert "Could not resolve host: pkgs.k8s.io" in failed["cp-1-prepare"]
+    assert "Failed to download metadata for repo 'docker-ce-stable'" in failed["w-1-prepare"]  # containerd.io first
+    for host in hosts.hosts.values():
+        assert "kubeadm" not in host.state().get("packages", {})

@@ -202,6 +202,9 @@ def apt_get(host: Host, argv: list[str]) -> int:
     with host.state() as state:
         if words[:1] == ["update"]:
             base = _seed_base(_read(DEB_K8S_SOURCE))
+            if base is None and host.settings.get("offline") and _k8s_minor(_read(DEB_K8S_SOURCE)):
+                # An air-gapped host reaches nothing outside the fleet (the OS's own sources are the site's mirror).
+                raise fail("E: Failed to fetch https://pkgs.k8s.io/  Could not resolve 'pkgs.k8s.io'", 100)
             if base is not None:
                 state["seedIndex"] = _index(_fetch(base + "Packages").decode())
                 print(f"Get:1 {base} ./ Packages")
@@ -423,6 +426,11 @@ def dnf(host: Host, argv: list[str]) -> int:
     k8s_repo = _read(RPM_K8S_REPO)
     if _seed_repo(k8s_repo) is not None or _seed_repo(_read(RPM_DOCKER_REPO)) is not None:
         return _dnf_install_from_seed(host, words[1:], disabled)
+    if host.settings.get("offline") and (k8s_repo is not None or _read(RPM_DOCKER_REPO) is not None):
+        # An air-gapped host reaches neither the Kubernetes project's repository nor Docker's.
+        names = {re.sub(r"-\d.*$", "", word) for word in words[1:]}
+        repo = "kubernetes" if k8s_repo is not None and names & set(K8S_PACKAGES) else "docker-ce-stable"
+        raise fail(f"Error: Failed to download metadata for repo '{repo}': Cannot download repomd.xml", 1)
     with host.state() as state:
         plan = []
         for spec in words[1:]:
