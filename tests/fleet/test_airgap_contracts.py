@@ -77,12 +77,8 @@ def test_real_apt_takes_the_seeds_unsigned_index_downloads_into_the_named_cache_
     subprocess.run([*apt, "update", "-q"], check=True, capture_output=True)
     archives = tmp_path / "downloaded"
     (archives / "partial").mkdir(parents=True)
-    got = subprocess.run(
-        [*apt, "install", "-y", "-q", "--download-only", "-o", f"Dir::Cache::Archives={archives}", "mlcluster-a"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    download = [*apt, "install", "-y", "-q", "--download-only", "-o", f"Dir::Cache::Archives={archives}", "mlcluster-a"]
+    got = subprocess.run(download, capture_output=True, text=True, check=False)
     assert got.returncode == 0, got.stdout + got.stderr
     assert "Download complete and in download only mode" in got.stdout
     assert (archives / "mlcluster-a_1.0_all.deb").read_bytes() == (folder / "mlcluster-a_1.0_all.deb").read_bytes()
@@ -91,12 +87,7 @@ def test_real_apt_takes_the_seeds_unsigned_index_downloads_into_the_named_cache_
     # The package's bytes changed on the server, its index not: apt refuses it, exit 100.
     (archives / "mlcluster-a_1.0_all.deb").unlink()
     shutil.copy(folder / "mlcluster-b_1.0_all.deb", folder / "mlcluster-a_1.0_all.deb")
-    refused = subprocess.run(
-        [*apt, "install", "-y", "-q", "--download-only", "-o", f"Dir::Cache::Archives={archives}", "mlcluster-a"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    refused = subprocess.run(download, capture_output=True, text=True, check=False)
     assert refused.returncode == 100, refused.stdout + refused.stderr
     assert "E: Failed to fetch" in refused.stderr and "Hash Sum mismatch" in refused.stderr
     assert not (archives / "mlcluster-a_1.0_all.deb").exists()
