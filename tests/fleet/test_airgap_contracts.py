@@ -1,8 +1,9 @@
 """The apt stub held to the real apt-get (Debian's, on this machine, with a private sources list, state and cache) on
 what the air-gapped nodes rely on, against an apt-ftparchive flat repository served over HTTP on loopback as the seed
 serves it: `[trusted=yes]` takes the unsigned index; `--download-only -o Dir::Cache::Archives=DIR` leaves the files
-there and installs nothing; a package whose bytes differ from the index is refused with "Hash Sum mismatch" and exit
-100 (tests/fleet/stubs/packages.py models the same)."""
+there and installs nothing; a package whose size differs from the index is refused with "File has unexpected size", one
+of the right size whose bytes differ with "Hash Sum mismatch", both with exit 100 (tests/fleet/stubs/packages.py models
+the same)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,21 @@ def index(folder: Path) -> None:
     (folder / "Packages").write_bytes(packages.stdout)
 
 
+def one_byte_flipped(package: Path) -> None:
+    """The same size, other bytes (the last byte of the archive's data member)."""
+    data = bytearray(package.read_bytes())
+    data[-1] ^= 0xFF
+    package.write_bytes(bytes(data))
+
+
+def one_byte_longer(package: Path) -> None:
+    package.write_bytes(package.read_bytes() + b"\n")
+
+
+# Each change to a served package, applied in turn, and the words apt refuses it with.
+CHANGES = ((one_byte_flipped, "Hash Sum mismatch"), (one_byte_longer, "File has unexpected size"))
+
+
 def real_apt(work: Path, base: str) -> list[str]:
     """apt-get with its own sources list (the seed's line, as render/seed.py deb_source writes it), state and cache."""
     (work / "lists" / "partial").mkdir(parents=True, exist_ok=True)
@@ -84,13 +100,14 @@ def test_real_apt_takes_the_seeds_unsigned_index_downloads_into_the_named_cache_
     assert (archives / "mlcluster-a_1.0_all.deb").read_bytes() == (folder / "mlcluster-a_1.0_all.deb").read_bytes()
     assert (tmp_path / "apt" / "status").read_text() == ""  # nothing installed
 
-    # The package's bytes changed on the server, its index not: apt refuses it, exit 100.
+    # The package changed on the server, its index not: apt refuses it, exit 100, with the size checked first.
     (archives / "mlcluster-a_1.0_all.deb").unlink()
-    shutil.copy(folder / "mlcluster-b_1.0_all.deb", folder / "mlcluster-a_1.0_all.deb")
-    refused = subprocess.run(download, capture_output=True, text=True, check=False)
-    assert refused.returncode == 100, refused.stdout + refused.stderr
-    assert "E: Failed to fetch" in refused.stderr and "Hash Sum mismatch" in refused.stderr
-    assert not (archives / "mlcluster-a_1.0_all.deb").exists()
+    for change, words in CHANGES:
+        change(folder / "mlcluster-a_1.0_all.deb")
+        refused = subprocess.run(download, capture_output=True, text=True, check=False)
+        assert refused.returncode == 100, refused.stdout + refused.stderr
+        assert "E: Failed to fetch" in refused.stderr and words in refused.stderr, refused.stderr
+        assert not (archives / "mlcluster-a_1.0_all.deb").exists()
 
 
 def test_the_stub_refuses_and_downloads_as_real_apt_does(
@@ -108,11 +125,13 @@ def test_the_stub_refuses_and_downloads_as_real_apt_does(
     packages._seed_download(base, entries["mlcluster-a"][0], str(archives))
     assert (archives / "mlcluster-a_1.0_all.deb").read_bytes() == (folder / "mlcluster-a_1.0_all.deb").read_bytes()
     (archives / "mlcluster-a_1.0_all.deb").unlink()
-    shutil.copy(folder / "mlcluster-b_1.0_all.deb", folder / "mlcluster-a_1.0_all.deb")
-    with pytest.raises(_stub.StubExit) as refused:
-        packages._seed_download(base, entries["mlcluster-a"][0], str(archives))
-    assert refused.value.code == 100
-    assert "E: Failed to fetch" in refused.value.message and "Hash Sum mismatch" in refused.value.message
+    for change, words in CHANGES:
+        change(folder / "mlcluster-a_1.0_all.deb")
+        with pytest.raises(_stub.StubExit) as refused:
+            packages._seed_download(base, entries["mlcluster-a"][0], str(archives))
+        assert refused.value.code == 100
+        assert "E: Failed to fetch" in refused.value.message and words in refused.value.message
+        assert not (archives / "mlcluster-a_1.0_all.deb").exists()
 
 
 def test_the_seed_units_are_units_systemd_accepts(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ and its systemd unit in place.
 
 An air-gap seed's flat repository (`deb [trusted=yes] http://<seed>/... ./`, sources.list(5): `trusted=yes` takes
 the repository without a signature) is read for real over the fleet's network: `update` fetches its Packages index
-(apt-ftparchive's, on the seed), `install` downloads each package's file and refuses one whose SHA256 differs from
-the index ("Hash Sum mismatch": apt-pkg/acquire-item.cc, apt 2.6), `--download-only` stops after the download
+(apt-ftparchive's, on the seed), `install` downloads each package's file and refuses one whose size differs from the
+index ("File has unexpected size": methods/basehttp.cc, apt 2.6) or, of the right size, whose SHA256 differs ("Hash Sum
+mismatch": apt-pkg/acquire-item.cc), `--download-only` stops after the download
 (apt-get(8)), `-o Dir::Cache::Archives=DIR` is where the files go and a file already there with the index's hash is
 used as it is (apt.conf(5), apt-get(8) "autoclean"). A package's `Depends` found in the index come with it.
 
@@ -176,6 +177,15 @@ def _seed_download(base: str, entry: dict[str, str], archives: str) -> None:
         return
     url = base + entry["Filename"].removeprefix("./")
     data = _fetch(url)
+    # apt's http method compares the response's length with the index's Size before any hash is read (apt 2.6
+    # methods/basehttp.cc, BaseHttpMethod::Loop: "File has unexpected size (%llu != %llu). Mirror sync in
+    # progress?"); only a file of the right size reaches the hash check.
+    if "Size" in entry and len(data) != int(entry["Size"]):
+        raise fail(
+            f"E: Failed to fetch {url}  File has unexpected size ({len(data)} != {entry['Size']}). "
+            "Mirror sync in progress?",
+            100,
+        )
     if hashlib.sha256(data).hexdigest() != entry["SHA256"]:
         raise fail(f"E: Failed to fetch {url}  Hash Sum mismatch", 100)
     target.parent.mkdir(parents=True, exist_ok=True)
