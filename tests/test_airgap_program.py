@@ -221,17 +221,79 @@ def test_a_lockfile_that_is_not_one_is_refused(tmp_path: Path) -> None:
     )
 
 
-def test_spegel_and_a_mirror_of_a_served_registry_are_refused_beside_the_air_gap(tmp_path: Path) -> None:
+def test_a_mirror_of_a_served_registry_and_a_spegel_list_without_one_are_refused(tmp_path: Path) -> None:
     values, secret = air_gapped(fetched_lock(tmp_path / "lock.json"))
     values["images"] = {
-        "spegel": {"enabled": True},
+        "spegel": {"enabled": True, "mirroredRegistries": ["https://nvcr.io", "https://docker.io"]},
         "mirrors": [{"registry": "nvcr.io", "endpoints": ["https://cache.lab.example"]}],
     }
     found = errors(values, secret)
-    assert any(e.startswith("mlcluster:images.spegel.enabled: cannot run beside airGap yet") for e in found), found
     assert any(
         e.startswith('mlcluster:images.mirrors[0].registry: "nvcr.io" is served by the air-gap seed') for e in found
     ), found
+    assert any(
+        e.startswith("mlcluster:images.spegel.mirroredRegistries: leaves out quay.io, registry.k8s.io, served by the")
+        for e in found
+    ), found
+
+
+SPEGEL_CHART = ("spegel", "0.7.4")
+HELM = "kubernetes:helm.sh/v3:Release"
+
+
+def with_spegel_chart(lockfile: Path) -> Path:
+    """The lockfile with Spegel's chart archive beside the on-prem example's."""
+    name, version = SPEGEL_CHART
+    document = json.loads(lockfile.read_text())
+    archive = lockfile.parent / "charts" / f"{name}-{version}.tgz"
+    archive.write_bytes(f"{name} {version}".encode())
+    document["charts"].append(
+        {"name": name, "version": version, "digest": _digest(f"{name} {version}"), "path": f"charts/{archive.name}"}
+    )
+    document["counts"]["charts"] += 1
+    lockfile.write_text(json.dumps(document))
+    _read_lock.cache_clear()
+    return lockfile
+
+
+def spegel_beside_the_seed(run_stack, lockfile: Path, **air_gap: Any) -> tuple[dict[str, Any], str]:  # type: ignore[no-untyped-def]
+    """(Spegel's release values, cp-2's preparation) of the air-gapped example with Spegel on."""
+    values, secret = air_gapped(lockfile, **air_gap)
+    values["images"] = {**values["images"], "spegel": {"enabled": True}}
+    run = run_stack(values=values, secret=secret)
+    (spegel,) = [r for r in run.of_type(HELM) if r.inputs["name"] == "spegel"]
+    return spegel.inputs["values"], run.named("cp-2-prepare").inputs["create"]
+
+
+def test_spegel_beside_the_seed_keeps_the_seeds_hosts_beneath_its_own(run_stack, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Spegel mirrors exactly the seed's registries and keeps their hosts.toml after its own host (prependExisting);
+    the node step writes them where Spegel reads them, and a change of them restarts Spegel's pods."""
+    lockfile = with_spegel_chart(fetched_lock(tmp_path / "lock.json"))
+    values, prepare = spegel_beside_the_seed(run_stack, lockfile)
+    assert values["spegel"]["prependExisting"] is True
+    assert values["spegel"]["mirroredRegistries"] == ["https://nvcr.io", "https://quay.io", "https://registry.k8s.io"]
+    assert "SPEGEL_BACKUP_DIR=/etc/containerd/certs.d/_backup" in prepare
+    for registry in ("nvcr.io", "quay.io", "registry.k8s.io"):
+        assert f'[host."http://{SEED_HOST}:5000/v2/{registry}"]' in prepare, registry
+    digest = values["podAnnotations"]["mlcluster.io/site-mirrors"]
+    assert re.fullmatch(r"[0-9a-f]{16}", digest)
+
+    # The seed's files port is not in any hosts.toml: Spegel's pods stay; its registry port is: they restart.
+    same, _ = spegel_beside_the_seed(run_stack, lockfile, filesPort=8081)
+    moved, moved_prepare = spegel_beside_the_seed(run_stack, lockfile, registryPort=5001)
+    assert same["podAnnotations"] == values["podAnnotations"]
+    assert moved["podAnnotations"]["mlcluster.io/site-mirrors"] != digest
+    assert f'[host."http://{SEED_HOST}:5001/v2/nvcr.io"]' in moved_prepare
+
+    values, secret = air_gapped(lockfile)
+    values["images"] = {**values["images"], "spegel": {"enabled": True}}
+    review = planned(run_stack, values, secret, tmp_path / "plan")
+    # A mirror of a registry the seed does not serve stays mirrored by Spegel, through its mirror targets.
+    values["images"]["mirrors"] = [{"registry": "docker.io", "endpoints": ["https://cache.lab.example"]}]
+    (own,) = [r for r in run_stack(values=values, secret=secret).of_type(HELM) if r.inputs["name"] == "spegel"]
+    assert own.inputs["values"]["spegel"]["mirroredRegistries"][-1] == "https://docker.io"
+    assert own.inputs["values"]["spegel"]["additionalMirrorTargets"] == ["https://cache.lab.example"]
+    assert "containerd hosts.toml name the seed, mirror-only, after Spegel's host on each node\n" in review
 
 
 def planned(run_stack, values: dict[str, Any], secret: list[str], out: Path, earlier: Path | None = None) -> str:  # type: ignore[no-untyped-def]
@@ -256,7 +318,8 @@ def test_the_plan_lists_the_bundle_and_a_new_bundle_shows_in_the_compare(run_sta
     assert f"bundle: {lockfile}: 14 charts, 7 images, 10 packages, 2 files; digests 33 of 33 filled" in first
     assert (
         f"  air gap: seed {SEED} checks every item, then serves images at http://{SEED_HOST}:5000 (nvcr.io, quay.io,"
-        f" registry.k8s.io) and packages, charts and files at http://{SEED_HOST}:8080" in first
+        f" registry.k8s.io) and packages, charts and files at http://{SEED_HOST}:8080; every node's package sources"
+        " and containerd hosts.toml name the seed, mirror-only\n" in first
     )
     plan = json.loads((tmp_path / "before" / "plan.json").read_text())
     assert plan["bundle"]["seed"] == SEED and plan["bundle"]["items"]["image"]["registry.k8s.io/pause:3.10"] == (

@@ -152,6 +152,20 @@ def test_spegel_refuses_differing_containerd_roots() -> None:
     assert "/data/containerd: gpu-1;" in error
 
 
+@pytest.mark.parametrize(
+    "registry", ["https://docker.io/", "https://docker.io/v2", "ftp://docker.io", "https://user@docker.io"]
+)
+def test_spegel_registries_are_refused_as_spegel_refuses_them(registry: str) -> None:
+    """spegel v0.7.4 pkg/oci/filter.go validateRegistryURL: http or https, no path (not even "/"), no user."""
+    values, secret = onprem(spegel={"enabled": True, "mirroredRegistries": ["https://ghcr.io", registry]})
+    with pytest.raises(ConfigError) as info:
+        load_spec(values, secret)
+    (error,) = [str(p) for p in info.value.problems.errors]
+    assert error.startswith("mlcluster:images.spegel.mirroredRegistries: "), error
+    assert "is not a registry URL such as" in error or "is not an http(s) URL such as" in error, error
+    assert spec_with(spegel={"enabled": True, "mirroredRegistries": ["https://docker.io", "http://reg.lab:5000"]})
+
+
 def test_prepull_daemonset_validates_and_targets_gpu_nodes() -> None:
     spec = spec_with(prepull=[{"name": "ml-base", "images": [{"image": "nvcr.io/nvidia/pytorch:25.01-py3"}]}])
     document = images.prepull_daemonset(spec.images.prepull[0], spec.kubelet.image_pull_progress_deadline)

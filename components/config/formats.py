@@ -268,6 +268,15 @@ def http_url(value: str) -> str | None:
     return None
 
 
+def registry_url(value: str) -> str | None:
+    """A registry as Spegel names one: an http(s) URL with no path, not even "/" (spegel v0.7.4 pkg/oci/filter.go
+    validateRegistryURL refuses any other at the pod's start)."""
+    problem = http_url(value)
+    if problem is None and urlsplit(value).path:
+        return "is not a registry URL such as https://docker.io (no path, not even a trailing /)"
+    return problem
+
+
 def header_value(value: Secret) -> str | None:
     """An HTTP header value (a registry's Authorization): it travels as one `registry<TAB>value` stdin line
     and is placed inside a TOML basic string on the node, where a quote or backslash would end or escape it."""

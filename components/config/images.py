@@ -74,8 +74,16 @@ class SpegelSpec:
     version: str = setting("0.7.4", doc="Spegel chart version.", check=checks.pinned_chart_version)
     namespace: str = setting("spegel", doc="Namespace of the release.", check=checks.k8s_name)
     mirrored_registries: tuple[str, ...] = setting(
-        (), doc="Registries Spegel mirrors (empty: all), as URLs such as https://docker.io.", check=checks.each(url)
+        (),
+        doc="Registries Spegel mirrors, as URLs such as https://docker.io (empty: all; on an air-gapped site, the"
+        " registries the seed serves and those of `mirrors`).",
+        check=checks.each(formats.registry_url),
     )
+
+
+def registry_host(registry_url: str) -> str:
+    """The registry a Spegel registry URL names, as containerd's certs.d folder and an image reference name it."""
+    return urlsplit(registry_url).netloc.lower()
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from .derived import (
     unqueued_gpus,
 )
 from .gpu import DRA_MINIMUM_KUBERNETES
+from .images import registry_host
 from .kubelet import effective_kubelet, overridden_keys, tuning_problems
 from .kueue import (
     CPU_FLAVOR,
@@ -938,13 +939,6 @@ def air_gap_from_the_bundle(spec: Spec, problems: Problems) -> None:
     air_gap = spec.air_gap
     if not air_gap.enabled:
         return
-    if spec.images.spegel.enabled:
-        problems.error(
-            "images.spegel.enabled",
-            "cannot run beside airGap yet: Spegel moves every registry's hosts.toml aside once and writes its own"
-            " (spegel v0.7.4 pkg/oci/containerd.go backupConfig, clearConfig), which hides the seed's; turn Spegel"
-            " off on an air-gapped site",
-        )
     names = [n.name for n in spec.nodes]
     if air_gap.seed is not None and air_gap.seed not in names:
         problems.error("airGap.seed", f'"{air_gap.seed}" names no node: the nodes are {", ".join(names)}')
@@ -975,6 +969,19 @@ def air_gap_from_the_bundle(spec: Spec, problems: Problems) -> None:
         if reference not in lock.images:
             problems.error("airGap.lockfile", f"holds no {reference}, which kubeadm pulls on every node")
     served = set(lock.registries)
+    spegel = spec.images.spegel
+    if spegel.enabled and spegel.mirrored_registries:
+        # Spegel moves every registry's hosts.toml aside and writes one only for the registries it mirrors (spegel
+        # v0.7.4 pkg/oci/containerd.go AddMirrorConfiguration): a served registry left out would lose the seed.
+        listed = {registry_host(url) for url in spegel.mirrored_registries}
+        unlisted = sorted(served - listed)
+        if unlisted:
+            problems.error(
+                "images.spegel.mirroredRegistries",
+                f"leaves out {', '.join(unlisted)}, served by the air-gap seed: Spegel would move their hosts.toml"
+                " aside and the nodes would lose the seed; add them as https://<registry>, or leave the list empty"
+                " (the seed's registries)",
+            )
     for index, mirror in enumerate(spec.images.mirrors):
         if mirror.registry in served:
             problems.error(

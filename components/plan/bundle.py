@@ -74,8 +74,9 @@ def section_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
     return items_diff(old["items"], new["items"])
 
 
-def air_gap_section(air_gap: AirGapSpec, nodes: tuple[NodeSpec, ...]) -> dict[str, Any]:
-    """plan_section of the stack's own lockfile (airGap.lockfile), and where the seed serves it."""
+def air_gap_section(air_gap: AirGapSpec, nodes: tuple[NodeSpec, ...], *, spegel: bool) -> dict[str, Any]:
+    """plan_section of the stack's own lockfile (airGap.lockfile), where the seed serves it, and whether Spegel's
+    host comes before the seed's in the nodes' hosts.toml."""
     lock = bundle_lock(air_gap.lockfile)
     seed = next((n for n in nodes if n.name == air_gap.seed), None)
     host = seed.host if seed is not None else air_gap.seed
@@ -85,4 +86,5 @@ def air_gap_section(air_gap: AirGapSpec, nodes: tuple[NodeSpec, ...]) -> dict[st
         "registry": f"http://{host}:{air_gap.registry_port}",
         "files": f"http://{host}:{air_gap.files_port}",
         "registries": list(lock.registries),
+        "spegel": spegel,
     }

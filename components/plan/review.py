@@ -146,6 +146,7 @@ def review(
                 f"  air gap: seed {bundle['seed']} checks every item, then serves images at {bundle['registry']}"
                 f" ({', '.join(bundle['registries'])}) and packages, charts and files at {bundle['files']};"
                 " every node's package sources and containerd hosts.toml name the seed, mirror-only"
+                + (", after Spegel's host on each node" if bundle.get("spegel") else "")
             ]
     routed = _llm_routing(llm_routing)
     if routed and diff is None:

@@ -174,7 +174,7 @@ def plan_document(
 def _air_gap(spec: Spec | None) -> dict[str, Any] | None:
     if spec is None or spec.cluster.mode != "kubeadm" or not spec.air_gap.enabled:
         return None
-    return air_gap_section(spec.air_gap, spec.nodes)
+    return air_gap_section(spec.air_gap, spec.nodes, spegel=spec.images.spegel.enabled)
 
 
 def _acceptance(spec: Spec | None, previous: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from ..render.images import (
     prepull_daemonset,
     spegel_release,
 )
+from ..render.seed import site_mirrors
 from .platform_layer import PlatformLayer
 
 
@@ -26,7 +27,7 @@ class ImageLogistics(PlatformLayer):
 
     def install(self, spec: Spec) -> Mapping[str, Any]:
         if spec.images.spegel.enabled:
-            self.chart(spegel_release(spec.images, spec.nodes))
+            self.chart(spegel_release(spec.images, spec.nodes, site_mirrors(spec.air_gap, spec.nodes)))
         if prepull_sets(spec):
             namespace = self.manifest(manifests.namespace(PREPULL_NAMESPACE))
             for image_set in prepull_sets(spec):

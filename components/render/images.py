@@ -3,6 +3,7 @@ Spegel's values, the pre-pull DaemonSets, and what each node should hold."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -21,6 +22,10 @@ PREPULL_NAMESPACE = "mlcluster-prepull"
 # A static busybox copied into each pod lets any image be "run" without relying on the image's own shell.
 BUSYBOX_IMAGE = "busybox:1.37.0-musl"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+# On Spegel's pods: the digest of the site's hosts.toml beneath Spegel's; a new one restarts them to read it again.
+SITE_MIRRORS_ANNOTATION = "mlcluster.io/site-mirrors"
+# Where Spegel keeps the hosts.toml it found (spegel v0.7.4 pkg/oci/containerd.go backupDir).
+SPEGEL_BACKUP_DIR = f"{CERTS_DIR}/_backup"
 _UPSTREAM_OVERRIDES = {"docker.io": "https://registry-1.docker.io"}
 
 
@@ -80,20 +85,38 @@ def containerd_root(node: NodeSpec) -> str:
     return disk.path or disk.mount_point
 
 
-def spegel_release(images: ImagesSpec, nodes: tuple[NodeSpec, ...]) -> ChartRelease:
+def spegel_release(
+    images: ImagesSpec, nodes: tuple[NodeSpec, ...], site_mirrors: tuple[MirrorSpec, ...] = ()
+) -> ChartRelease:
+    """Spegel's release. `site_mirrors` are the hosts.toml the nodes keep beneath Spegel's (an air-gap seed's):
+    Spegel moves every registry's hosts.toml into `_backup` at its first start and, with prependExisting, writes
+    its own host first and then the backed-up hosts of each registry it mirrors, at every start of its pod (spegel
+    v0.7.4 pkg/oci/containerd.go AddMirrorConfiguration, existingHosts; the chart's `configuration` init
+    container). So the registries it mirrors are those, and a change of their hosts.toml (the node step writes it
+    into `_backup` once Spegel took over) restarts the pods through an annotation."""
     spegel = images.spegel
     roots = {containerd_root(n) for n in nodes} or {DEFAULT_CONTAINERD_ROOT}
     (root,) = roots  # validation guarantees one root across nodes while Spegel is on
+    mirrored = list(spegel.mirrored_registries)
+    if site_mirrors and not mirrored:
+        # Not "all" (`_default`): Spegel would keep only the backed-up `_default` hosts and the seed's would be lost.
+        # The site's own mirrors' registries stay mirrored, through additionalMirrorTargets as without the seed.
+        registries = dict.fromkeys(m.registry for m in (*site_mirrors, *images.mirrors))
+        mirrored = [f"https://{registry}" for registry in registries]
     values: dict[str, Any] = {
         "spegel": {
             "containerdRegistryConfigPath": CERTS_DIR,
             "containerdContentPath": f"{root}/io.containerd.content.v1.content",
-            "mirroredRegistries": list(spegel.mirrored_registries),
+            "mirroredRegistries": mirrored,
             # Validation allows one endpoint list for all mirrors while Spegel is on.
             "additionalMirrorTargets": list(images.mirrors[0].endpoints) if images.mirrors else [],
         },
         "tolerations": [{"operator": "Exists"}],
     }
+    if site_mirrors:
+        values["spegel"]["prependExisting"] = True
+        written = "".join(f"{mirror.registry}\n{hosts_toml(mirror)}" for mirror in site_mirrors)
+        values["podAnnotations"] = {SITE_MIRRORS_ANNOTATION: hashlib.sha256(written.encode()).hexdigest()[:16]}
     return ChartRelease(
         name="spegel",
         chart="oci://ghcr.io/spegel-org/helm-charts/spegel",

@@ -14,7 +14,7 @@ from ..config.support import node_settings
 from . import images, kubeadm
 from .gpu_operator import looks_in_preparation, preflight_step
 from .join_credentials import TOKEN_TTL
-from .seed import package_sources, seed_mirrors, seed_node
+from .seed import package_sources, seed_node, site_mirrors
 from .shell import NodeStep, merge_steps, render_node_script, render_script, rendered_step, script_source
 from .tuning_steps import image_disk_step, node_tuning, tuning_step
 
@@ -47,15 +47,14 @@ def image_steps(spec: Spec, node: NodeSpec) -> list[NodeStep]:
     """Registry mirrors (unless Spegel writes them) and the image-disk capacity preflight."""
     steps = []
     # With Spegel on, Spegel writes each registry's hosts.toml and carries the mirrors (render/images.py); an
-    # air-gapped stack runs without Spegel (config/rules.py) and its seed's mirrors are written here.
-    mirrors = () if spec.images.spegel.enabled else spec.images.mirrors
-    seed = seed_node(spec.air_gap, spec.nodes)
-    if seed is not None:
-        mirrors = (*mirrors, *seed_mirrors(spec.air_gap, seed))
+    # air-gapped site's seed mirrors are written here, beneath Spegel's once Spegel took over (SPEGEL_BACKUP_DIR).
+    own = () if spec.images.spegel.enabled else spec.images.mirrors
+    mirrors = (*own, *site_mirrors(spec.air_gap, spec.nodes))
     if mirrors:
         settings = {
             "MIRROR_REGISTRIES": " ".join(m.registry for m in mirrors),
             "CERTS_DIR": images.CERTS_DIR,
+            "SPEGEL_BACKUP_DIR": images.SPEGEL_BACKUP_DIR if spec.images.spegel.enabled else "",
             "AUTHORIZATION_PLACEHOLDER": images.AUTHORIZATION_PLACEHOLDER,
         }
         for index, mirror in enumerate(mirrors):

@@ -243,6 +243,12 @@ def seed_mirrors(air_gap: AirGapSpec, seed: NodeSpec) -> tuple[MirrorSpec, ...]:
     )
 
 
+def site_mirrors(air_gap: AirGapSpec, nodes: tuple[NodeSpec, ...]) -> tuple[MirrorSpec, ...]:
+    """The seed's hosts.toml on an air-gapped site; none with a route out."""
+    seed = seed_node(air_gap, nodes)
+    return seed_mirrors(air_gap, seed) if seed is not None else ()
+
+
 def package_sources(air_gap: AirGapSpec, seed: NodeSpec) -> dict[str, str]:
     """The kube-packages and containerd steps' repository settings on an air-gapped site: the seed's repositories,
     and the lockfile's digest of each Debian package, which the node checks before it installs it."""

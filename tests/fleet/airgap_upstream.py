@@ -89,7 +89,7 @@ class Internet:
             "".join(
                 f'[[registry]]\nprefix = "{registry}"\nlocation = "127.0.0.1:{self.registry_port}/{registry}"\n'
                 "insecure = true\n\n"
-                for registry in ("registry.k8s.io", "docker.io")
+                for registry in ("registry.k8s.io", "docker.io", "ghcr.io")
             )
         )
         self.calls: list[list[str]] = []

@@ -38,17 +38,24 @@ CNI_CHART = (("tigera-operator", CALICO_VERSION),)
 """The fleet's stack installs its CNI (platform layers off): Helm reads the chart from the bundle."""
 
 
-def fetched_bundle(internet: Internet, tmp_path: Path, version: str = VERSION) -> tuple[Path, dict[str, Any]]:
+def fetched_bundle(
+    internet: Internet,
+    tmp_path: Path,
+    version: str = VERSION,
+    *,
+    charts: tuple[tuple[str, str], ...] = CNI_CHART,
+    images: tuple[str, ...] = (),
+) -> tuple[Path, dict[str, Any]]:
     """The bundle of a Debian stack at VERSION as `fetch` makes it from the stand-in internet: the Kubernetes
     project's packages (kubeadm depends on cri-tools, kubelet on kubernetes-cni, as theirs do), kubeadm's images and
-    the sandbox image, the CNI's chart; its folder and fetched lockfile."""
-    references = [f"registry.k8s.io/{name}:v{version}" for name in KUBEADM_IMAGES] + [SANDBOX_IMAGE]
+    the sandbox image (and `images`), the CNI's chart (`charts`); its folder and fetched lockfile."""
+    references = [f"registry.k8s.io/{name}:v{version}" for name in KUBEADM_IMAGES] + [SANDBOX_IMAGE, *images]
     internet.push_images(tmp_path / "built-images", references)
     base, _ = internet.kubernetes_repository(version)
     bundle = tmp_path / "bundle"
     lock = fetch_bundle(
-        unfetched_lock(base, references, CNI_CHART, version),
-        pulled_charts(tmp_path / "charts", CNI_CHART),
+        unfetched_lock(base, references, charts, version),
+        pulled_charts(tmp_path / "charts", charts),
         bundle,
         runner=internet.runner,
         registries_conf=internet.registries_conf,

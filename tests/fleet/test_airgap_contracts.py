@@ -3,7 +3,7 @@ what the air-gapped nodes rely on, against an apt-ftparchive flat repository ser
 serves it: `[trusted=yes]` takes the unsigned index; `--download-only -o Dir::Cache::Archives=DIR` leaves the files
 there and installs nothing; a package whose size differs from the index is refused with "File has unexpected size", one
 of the right size whose bytes differ with "Hash Sum mismatch", both with exit 100 (tests/fleet/stubs/packages.py models
-the same)."""
+the same). The Spegel model (tests/fleet/spegel_configuration.py) held to Spegel's own test cases at v0.7.4."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 
 from components.render.seed import FILES_UNIT, REGISTRY_UNIT, files_unit, registry_unit
 
+from .spegel_configuration import add_mirror_configuration
 from .test_airgap_bundle import built_deb
 
 pytestmark = pytest.mark.fleet
@@ -151,3 +152,94 @@ def test_the_seed_units_are_units_systemd_accepts(tmp_path: Path) -> None:
     broken.write_text(registry_unit().replace("/usr/bin/docker-registry", "/usr/bin/no-such-registry"))
     refused = subprocess.run([analyze, "verify", str(broken)], capture_output=True, text=True, check=False)
     assert refused.returncode != 0 and "no-such-registry" in refused.stdout + refused.stderr
+
+
+# Spegel's own cases at v0.7.4 (pkg/oci/containerd_test.go TestMirrorConfiguration, "prepend to existing
+# configuration" and "prepend existing disabled"): the files before, and every file after, AddMirrorConfiguration.
+SPEGEL_EXISTING_DOCKER_HOSTS = """server = 'https://registry-1.docker.io'
+
+[host.'http://example.com:30020']
+capabilities = ['pull', 'resolve']
+client = ['/etc/certs/xxx/client.cert', '/etc/certs/xxx/client.key']
+
+[host.'http://example.com:30021']
+client = ['/etc/certs/xxx/client.cert', '/etc/certs/xxx/client.key']
+capabilities = ['pull', 'resolve']
+
+[host.'http://bar.com:30020']
+capabilities = ['pull', 'resolve']
+client = ['/etc/certs/xxx/client.cert', '/etc/certs/xxx/client.key']"""
+SPEGEL_OWN_DOCKER_HOSTS = """server = 'https://registry-1.docker.io'
+
+[host.'http://127.0.0.1:5000']
+capabilities = ['pull', 'resolve']
+dial_timeout = '200ms'"""
+SPEGEL_PREPENDED_DOCKER_HOSTS = (
+    SPEGEL_OWN_DOCKER_HOSTS
+    + """
+
+[host.'http://example.com:30020']
+capabilities = ['pull', 'resolve']
+client = ['/etc/certs/xxx/client.cert', '/etc/certs/xxx/client.key']
+
+[host.'http://example.com:30021']
+capabilities = ['pull', 'resolve']
+client = ['/etc/certs/xxx/client.cert', '/etc/certs/xxx/client.key']
+
+[host.'http://bar.com:30020']
+capabilities = ['pull', 'resolve']
+client = ['/etc/certs/xxx/client.cert', '/etc/certs/xxx/client.key']"""
+)
+SPEGEL_FOO_HOSTS = """server = 'http://foo.bar:5000'
+
+[host.'http://127.0.0.1:5000']
+capabilities = ['pull', 'resolve']
+dial_timeout = '200ms'"""
+
+
+@pytest.mark.parametrize(
+    ("prepend", "expected"),
+    [
+        (
+            True,
+            {
+                "_backup/docker.io/hosts.toml": SPEGEL_EXISTING_DOCKER_HOSTS,
+                "_backup/docker.io/hello.txt": "Hello World",
+                "_backup/docker.io/nested/cert.tls": "Foo Bar",
+                "docker.io/hosts.toml": SPEGEL_PREPENDED_DOCKER_HOSTS,
+                "docker.io/hello.txt": "Hello World",
+                "docker.io/nested/cert.tls": "Foo Bar",
+                "foo.bar:5000/hosts.toml": SPEGEL_FOO_HOSTS,
+            },
+        ),
+        (
+            False,
+            {
+                "_backup/docker.io/hosts.toml": SPEGEL_EXISTING_DOCKER_HOSTS,
+                "docker.io/hosts.toml": SPEGEL_OWN_DOCKER_HOSTS,
+                "foo.bar:5000/hosts.toml": SPEGEL_FOO_HOSTS,
+            },
+        ),
+    ],
+)
+def test_the_spegel_model_writes_what_spegels_own_tests_expect(
+    tmp_path: Path, prepend: bool, expected: dict[str, str]
+) -> None:
+    config = tmp_path / "etc" / "containerd" / "certs.d"
+    existing = {"docker.io/hosts.toml": SPEGEL_EXISTING_DOCKER_HOSTS}
+    if prepend:
+        existing |= {"docker.io/hello.txt": "Hello World", "docker.io/nested/cert.tls": "Foo Bar"}
+    for name, text in existing.items():
+        (config / name).parent.mkdir(parents=True, exist_ok=True)
+        (config / name).write_text(text)
+    add_mirror_configuration(
+        config, ["https://docker.io", "http://foo.bar:5000"], ["http://127.0.0.1:5000"], prepend=prepend
+    )
+    written = {str(p.relative_to(config)): p.read_text() for p in config.rglob("*") if p.is_file()}
+    assert written == expected
+
+    # A second start of the pod: the backup is kept as it was, the files are written again the same.
+    add_mirror_configuration(
+        config, ["https://docker.io", "http://foo.bar:5000"], ["http://127.0.0.1:5000"], prepend=prepend
+    )
+    assert {str(p.relative_to(config)): p.read_text() for p in config.rglob("*") if p.is_file()} == expected
