@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
+from components.config.images import MirrorSpec
 from components.config.schema import ConfigError
 from components.render import images
 from components.render.containerd import containerd_config
 from components.render.shell import render_script
 
 from .conftest import TEST_CA_PEM, load_spec, stack_values
+from .helm_render import render_chart
 from .upstream import containerd_errors, kubernetes_errors
 
 CA = TEST_CA_PEM
@@ -297,3 +299,32 @@ def test_mirror_step_secret_never_reaches_the_plan(run_stack) -> None:
     assert step.inputs["stdin"] == "[secret]"
     assert "zzTOPzz" not in str([r.inputs for r in run.resources])
     assert step.raw_inputs["stdin"] == "docker.io\tBasic zzTOPzz\n"
+
+
+@pytest.mark.render
+def test_spegel_beside_a_seed_renders_the_arguments_and_annotation_the_chart_gives_its_pods() -> None:
+    """The values the program gives Spegel beside an air-gap seed, through the real chart (charts/spegel 0.7.4
+    templates/daemonset.yaml): the init container reads each seed registry and prependExisting; the pod template
+    carries the digest of the seed's hosts.toml, so a new one rolls the DaemonSet."""
+    spec = spec_with(spegel={"enabled": True})
+    seed = [
+        MirrorSpec(registry=r, endpoints=(f"http://10.20.0.11:5000/v2/{r}",), mirrors_only=True, override_path=True)
+        for r in ("ghcr.io", "registry.k8s.io")
+    ]
+    release = images.spegel_release(spec.images, spec.nodes, tuple(seed))
+    chart = render_chart(
+        "spegel", release.version, release.values, release="spegel", namespace="spegel", kube_version="1.35.8"
+    )
+    template = chart.named("DaemonSet", "spegel")["spec"]["template"]
+    (init,) = template["spec"]["initContainers"]
+    args = init["args"]
+    at = args.index("--mirrored-registries")
+    assert args[at + 1 : at + 3] == ["https://ghcr.io", "https://registry.k8s.io"]
+    assert "--prepend-existing=true" in args
+    digest = template["metadata"]["annotations"][images.SITE_MIRRORS_ANNOTATION]
+
+    moved = [replace(m, endpoints=(m.endpoints[0].replace(":5000", ":5001"),)) for m in seed]
+    again = images.spegel_release(spec.images, spec.nodes, tuple(moved))
+    assert again.values["podAnnotations"][images.SITE_MIRRORS_ANNOTATION] != digest
+    without = images.spegel_release(spec.images, spec.nodes)
+    assert "podAnnotations" not in without.values and "prependExisting" not in without.values["spegel"]
