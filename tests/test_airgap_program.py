@@ -62,6 +62,8 @@ def fetched_lock(path: Path, version: str = "1.35.8", *, drop: str = "", unfetch
     images += [f"registry.k8s.io/{c}:v{version}" for c in ("kube-scheduler", "kube-proxy")]
     images += [
         "registry.k8s.io/pause:3.10",
+        "registry.k8s.io/coredns/coredns:v1.12.1",  # a tag of each image kubeadm pins per release
+        "registry.k8s.io/etcd:3.6.5-0",
         "nvcr.io/nvidia/gpu-operator:v25.10.1",
         "quay.io/jetstack/cert-manager-controller:v1.19.1",
     ]
@@ -195,6 +197,16 @@ def test_settings_refused_by_key(tmp_path: Path, change: dict[str, Any], expecte
             {"drop": "registry.k8s.io/kube-proxy"},
             "mlcluster:airGap.lockfile: holds no registry.k8s.io/kube-proxy:v1.35.8, which kubeadm pulls",
         ),
+        (
+            {"drop": "registry.k8s.io/coredns/"},
+            "mlcluster:airGap.lockfile: holds no registry.k8s.io/coredns/coredns image (CoreDNS, which kubeadm deploys"
+            " as the cluster's DNS): fetch again with --image <each image `kubeadm config images list"
+            " --kubernetes-version v1.35.8` names>",
+        ),
+        (
+            {"drop": "registry.k8s.io/etcd:"},
+            "mlcluster:airGap.lockfile: holds no registry.k8s.io/etcd image (etcd, which kubeadm runs",
+        ),
     ],
 )
 def test_a_bundle_that_cannot_serve_the_stack_is_refused(tmp_path: Path, lock: dict[str, Any], expected: str) -> None:
@@ -315,7 +327,7 @@ def test_the_plan_lists_the_bundle_and_a_new_bundle_shows_in_the_compare(run_sta
     lockfile = fetched_lock(tmp_path / "lock.json")
     values, secret = air_gapped(lockfile)
     first = planned(run_stack, values, secret, tmp_path / "before")
-    assert f"bundle: {lockfile}: 14 charts, 7 images, 10 packages, 2 files; digests 33 of 33 filled" in first
+    assert f"bundle: {lockfile}: 14 charts, 9 images, 10 packages, 2 files; digests 35 of 35 filled" in first
     assert (
         f"  air gap: seed {SEED} checks every item, then serves images at http://{SEED_HOST}:5000 (nvcr.io, quay.io,"
         f" registry.k8s.io) and packages, charts and files at http://{SEED_HOST}:8080; every node's package sources"

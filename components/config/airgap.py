@@ -20,6 +20,12 @@ LOCK_SCHEMA = "mlcluster.io/bundle-lock/v1"
 KUBEADM_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 """Control-plane images kubeadm pulls at the stack's exact version (registry.k8s.io/<name>:v<version>); its CoreDNS
 and etcd versions are kubeadm's per minor, resolved by `kubeadm config images list` when the bundle is fetched."""
+KUBEADM_OWN_VERSIONS = (
+    ("registry.k8s.io/coredns/coredns", "CoreDNS, which kubeadm deploys as the cluster's DNS"),
+    ("registry.k8s.io/etcd", "etcd, which kubeadm runs on every control plane"),
+)
+"""Images kubeadm pulls at versions of its own per release: the lockfile must hold a tag of each (which one,
+`kubeadm config images list --kubernetes-version v<version>` says; `fetch --image` adds it)."""
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 RESERVED_PORTS = {22: "SSH", 2379: "etcd", 2380: "etcd", 6443: "the API server", 10250: "the kubelet"}
 
@@ -93,6 +99,12 @@ class LockedPackage:
     path: str
 
 
+def _repository(reference: str) -> str:
+    name = reference.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+
+
 @dataclass(frozen=True)
 class BundleLock:
     """What the program reads of a fetched lockfile; `problems` says why it cannot be used (each one line)."""
@@ -109,6 +121,11 @@ class BundleLock:
     def images(self) -> dict[str, str]:
         """reference -> manifest digest."""
         return {str(i["reference"]): str(i["digest"]) for i in self.document.get("images") or []}
+
+    @property
+    def repositories(self) -> frozenset[str]:
+        """Each image's reference without its tag or digest."""
+        return frozenset(_repository(reference) for reference in self.images)
 
     @property
     def registries(self) -> tuple[str, ...]:

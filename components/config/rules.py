@@ -15,7 +15,7 @@ from typing import Any
 
 from . import checks, formats
 from .acceptance import ACCEPTANCE_IMAGE_SET
-from .airgap import KUBEADM_IMAGES, bundle_lock
+from .airgap import KUBEADM_IMAGES, KUBEADM_OWN_VERSIONS, bundle_lock
 from .api_vip import DEFAULT_PORT, vip_problem
 from .derived import (
     CONTROL_PLANE_TAINT,
@@ -968,6 +968,13 @@ def air_gap_from_the_bundle(spec: Spec, problems: Problems) -> None:
         reference = f"registry.k8s.io/{component}:v{version}"
         if reference not in lock.images:
             problems.error("airGap.lockfile", f"holds no {reference}, which kubeadm pulls on every node")
+    for repository, what in KUBEADM_OWN_VERSIONS:
+        if repository not in lock.repositories:
+            problems.error(
+                "airGap.lockfile",
+                f"holds no {repository} image ({what}): fetch again with --image <each image `kubeadm config images"
+                f" list --kubernetes-version v{version}` names>",
+            )
     served = set(lock.registries)
     spegel = spec.images.spegel
     if spegel.enabled and spegel.mirrored_registries:

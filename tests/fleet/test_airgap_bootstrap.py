@@ -34,6 +34,9 @@ PACKAGE_VERSION = f"{VERSION}-1.1"
 CRI_TOOLS = "1.35.0-1.1"
 CNI = "1.7.1-1.1"
 MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json"
+KUBEADM_OWN_IMAGES = ["registry.k8s.io/coredns/coredns:v1.12.1", "registry.k8s.io/etcd:3.6.5-0"]
+"""CoreDNS and etcd at a tag each, as `fetch --image` adds them (airGap refuses a lockfile without them:
+config/airgap.py KUBEADM_OWN_VERSIONS); the test images are built for the purpose."""
 CNI_CHART = (("tigera-operator", CALICO_VERSION),)
 """The fleet's stack installs its CNI (platform layers off): Helm reads the chart from the bundle."""
 
@@ -48,8 +51,9 @@ def fetched_bundle(
 ) -> tuple[Path, dict[str, Any]]:
     """The bundle of a Debian stack at VERSION as `fetch` makes it from the stand-in internet: the Kubernetes
     project's packages (kubeadm depends on cri-tools, kubelet on kubernetes-cni, as theirs do), kubeadm's images and
-    the sandbox image (and `images`), the CNI's chart (`charts`); its folder and fetched lockfile."""
+    the sandbox image, CoreDNS and etcd (and `images`), the CNI's chart (`charts`); its folder and fetched lockfile."""
     references = [f"registry.k8s.io/{name}:v{version}" for name in KUBEADM_IMAGES] + [SANDBOX_IMAGE, *images]
+    references += KUBEADM_OWN_IMAGES
     internet.push_images(tmp_path / "built-images", references)
     base, _ = internet.kubernetes_repository(version)
     bundle = tmp_path / "bundle"
@@ -205,7 +209,7 @@ def test_a_seed_that_is_not_debian_is_refused_by_the_step(fleet, internet: Inter
         engine.close()
     resource, output = failed_step(run)
     assert resource == "cp-1-seed"
-    assert "ok: bundle at /var/lib/mlcluster/bundle: 12 items match the lockfile" in output  # checked first
+    assert "ok: bundle at /var/lib/mlcluster/bundle: 14 items match the lockfile" in output  # checked first
     assert "the seed needs Debian's or Ubuntu's docker-registry and apt-utils packages" in output
 
 
@@ -255,8 +259,9 @@ def test_a_minor_upgrade_runs_from_a_new_bundle_with_nothing_from_outside(
     finally:
         engine.close()
     served = seed_output(upgrade, "cp-1")["seed-serve"]
-    # The new kubeadm images load; the sandbox image, the same in both bundles, is there already.
-    assert f"changed: {len(new_lock['images']) - 1} image(s) loaded into the seed registry (1 already there)" in served
+    # The new kubeadm images load; the sandbox, CoreDNS and etcd images, the same in both bundles, are there already.
+    kept = 1 + len(KUBEADM_OWN_IMAGES)
+    assert f"changed: {len(new_lock['images']) - kept} image(s) loaded into the seed registry ({kept} already" in served
     for host in (seed, hosts["w-1"]):
         packages = host.state()["packages"]
         assert {name: packages[name] for name in ("kubeadm", "kubelet", "kubectl")} == dict.fromkeys(
