@@ -9,8 +9,11 @@ The tools are the field's own (docs/air-gap.md says why):
 - Debian packages: `apt-get download` against the Kubernetes project's repository, with a private sources list,
   state and cache, so apt checks each package against the repository's signed index (the key from the bundle's
   files) and the machine's own apt is untouched.
-- RPM packages: `dnf download` (on a RHEL-family machine) from the Kubernetes project's and Docker's repositories,
-  gpgcheck on.
+- RPM packages: `dnf download` (on a RHEL-family machine, or any with dnf) from the Kubernetes project's and
+  Docker's repositories. `dnf download` checks each package against the repository's metadata but not its signature
+  (dnf-plugins-core download.py calls base.download_packages, which checks checksums; signatures are checked only
+  in a transaction), so each package is then checked with `rpmkeys --checksig` against the repository's key in a
+  keyring of its own: a package not signed by that key stops the fetch and is removed.
 - charts: the pulled chart folders archived as `helm package` would (one top folder per chart).
 - files: fetched over HTTPS.
 
@@ -38,8 +41,13 @@ from .charts import pulled_chart
 
 Runner = Callable[[Sequence[str], Path | None], subprocess.CompletedProcess[str]]
 LOCKFILE = "bundle.lock.json"
-DOCKER_RPM_BASE = "https://download.docker.com/linux/rhel/{release}/{arch}/stable"
-"""The Docker CE repository containerd.io comes from on RHEL (components/render/node_steps.py DOCKER_REPO_RPM)."""
+
+
+def docker_rpm_repository(key_url: str, release: str, arch: str) -> str:
+    """The Docker CE repository containerd.io comes from on RHEL, beside its key as Docker lays them out
+    (docker-ce.repo: baseurl=https://download.docker.com/linux/rhel/$releasever/$basearch/stable,
+    gpgkey=https://download.docker.com/linux/rhel/gpg; components/render/node_steps.py DOCKER_REPO_RPM)."""
+    return f"{key_url.rsplit('/', 1)[0]}/{release}/{arch}/stable"
 
 
 RPM_ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -201,27 +209,54 @@ class Fetch:
                 self._package(package, have[-1], "deb")
 
     def rpm_packages(
-        self, packages: list[dict[str, Any]], keys: Mapping[str, Path], repositories: Mapping[str, str]
+        self,
+        packages: list[dict[str, Any]],
+        keys: Mapping[str, Path],
+        repositories: Mapping[str, str],
+        release: str,
     ) -> None:
-        """`dnf download` from the Kubernetes project's repository (and Docker's for containerd.io), gpgcheck on."""
+        """`dnf download` from the Kubernetes project's repository (and Docker's for containerd.io), each package
+        then checked against its repository's key (`rpmkeys --checksig`), also one already there from a run before."""
         folder = self.out / RPM_REPOSITORY
         folder.mkdir(parents=True, exist_ok=True)
-        for package in packages:
-            name, version = package["name"], package.get("version")
-            repo = "docker" if name == "containerd.io" else "kubernetes"
-            have = sorted(folder.glob(f"{name}-{version or ''}*.rpm"))
-            if not have:
-                options = [
-                    f"--repofrompath=mlcluster-{repo},{repositories[repo]}", f"--repo=mlcluster-{repo}",
-                    f"--setopt=mlcluster-{repo}.gpgcheck=1", f"--setopt=mlcluster-{repo}.gpgkey=file://{keys[repo]}",
-                    f"--arch={RPM_ARCH[self.arch]}", f"--destdir={folder}",
-                ]  # fmt: skip
-                wanted = f"{name}-{version}" if version else name
-                _checked(self.runner(["dnf", "download", "-q", *options, wanted], None), f"package rpm:{name}")
+        with tempfile.TemporaryDirectory(prefix="mlcluster-rpm-") as private:
+            # The repositories' metadata in a cache of this run's own: a cache left by another run (dnf keeps
+            # metadata 48 h) would name files that are no longer there; the machine's metadata cache stays as it was.
+            cache = Path(private) / "cache"
+            for package in packages:
+                name, version = package["name"], package.get("version")
+                repo = "docker" if name == "containerd.io" else "kubernetes"
                 have = sorted(folder.glob(f"{name}-{version or ''}*.rpm"))
-            if not have:
-                raise FetchError(f"package rpm:{name}: dnf download left no {name}-*.rpm in {folder}")
-            self._package(package, have[-1], "rpm")
+                if not have:
+                    options = [
+                        f"--repofrompath=mlcluster-{repo},{repositories[repo]}", f"--repo=mlcluster-{repo}",
+                        f"--setopt=mlcluster-{repo}.gpgcheck=1",
+                        f"--setopt=mlcluster-{repo}.gpgkey=file://{keys[repo]}",
+                        f"--setopt=cachedir={cache}", f"--releasever={release}", f"--arch={RPM_ARCH[self.arch]}",
+                        f"--destdir={folder}",
+                    ]  # fmt: skip
+                    wanted = f"{name}-{version}" if version else name
+                    _checked(self.runner(["dnf", "download", "-q", *options, wanted], None), f"package rpm:{name}")
+                    have = sorted(folder.glob(f"{name}-{version or ''}*.rpm"))
+                if not have:
+                    raise FetchError(f"package rpm:{name}: dnf download left no {name}-*.rpm in {folder}")
+                self._signed(name, have[-1], keys[repo], Path(private) / f"{repo}-keyring")
+                self._package(package, have[-1], "rpm")
+
+    def _signed(self, name: str, path: Path, key: Path, keyring: Path) -> None:
+        """The package's signature made by `key` (rpmkeys with a private rpm database holding that key alone).
+        rpmkeys exits 0 on an unsigned package ("digests OK"), so "signatures OK" itself is required."""
+        if not keyring.exists():
+            keyring.mkdir()
+            _checked(self.runner(["rpmkeys", "--dbpath", str(keyring), "--import", str(key)], None), f"key {key}")
+        checked = self.runner(["rpmkeys", "--dbpath", str(keyring), "--checksig", str(path)], None)
+        verdict = checked.stdout.strip().removeprefix(f"{path}:").strip()
+        if checked.returncode != 0 or not verdict.endswith("signatures OK"):
+            path.unlink()
+            raise FetchError(
+                f"package rpm:{name}: {path.name} is not signed by the repository's key (rpmkeys --checksig:"
+                f" {verdict or checked.stderr.strip() or f'exit {checked.returncode}'}); it was removed"
+            )
 
     def _package(self, package: dict[str, Any], path: Path, family: str) -> None:
         package["path"] = str(path.relative_to(self.out))
@@ -234,8 +269,9 @@ TOOLS = {
     "skopeo": "images (Debian/Ubuntu: apt-get install skopeo; RHEL: dnf install skopeo)",
     "apt-get": "the deb family's packages: fetch on a Debian or Ubuntu machine, or leave the family out with"
     " airGap.osFamilies: [rpm]",
-    "dnf": "the rpm family's packages: fetch on a RHEL-family machine, or leave the family out with"
-    " airGap.osFamilies: [deb]",
+    "dnf": "the rpm family's packages: fetch on a RHEL-family machine (or install dnf and dnf-plugins-core), or"
+    " leave the family out with airGap.osFamilies: [deb]",
+    "rpmkeys": "the rpm family's signatures (it comes with rpm)",
 }
 
 
@@ -246,7 +282,7 @@ def missing_tools(lock: Mapping[str, Any]) -> list[str]:
     needed = [
         *(["skopeo"] if lock.get("images") else []),
         *(["apt-get"] if packages.get("deb") else []),
-        *(["dnf"] if packages.get("rpm") else []),
+        *(["dnf", "rpmkeys"] if packages.get("rpm") else []),
     ]
     return [f"{tool} is not on this machine: it fetches {TOOLS[tool]}" for tool in needed if shutil.which(tool) is None]
 
@@ -306,8 +342,9 @@ def fetch_bundle(
             {"kubernetes": files["kubernetes-rpm-key"], "docker": files["docker-ce-rpm-key"]},
             {
                 "kubernetes": urls["kubernetes-rpm-key"].removesuffix("repodata/repomd.xml.key"),
-                "docker": DOCKER_RPM_BASE.format(release=rhel_release, arch=RPM_ARCH[arch]),
+                "docker": docker_rpm_repository(urls["docker-ce-rpm-key"], rhel_release, RPM_ARCH[arch]),
             },
+            rhel_release,
         )
     problems = verify_bundle(out, filled, runner)
     if problems:

@@ -173,6 +173,46 @@ class Internet:
         self.gpg("--clearsign", "--output", str(deb / "InRelease"), str(deb / "Release"))
         return f"http://127.0.0.1:{self.files_port}/core:/stable:/{minor}", debs
 
+    def rpm_repositories(self, version: str = VERSION, *, stranger_signs: str = "") -> tuple[str, str, dict[str, Path]]:
+        """The project's yum repository of `version`'s minor (`<base>/rpm/`, createrepo_c's metadata, the armored key
+        at repodata/repomd.xml.key, as pkgs.k8s.io lays it out; an older kubeadm patch beside) and Docker's
+        (`/linux/rhel/gpg`, `/linux/rhel/9/x86_64/stable/` with containerd.io, as download.docker.com lays it out),
+        every RPM built by rpmbuild and signed by rpmsign with the test's key; `stranger_signs`: that package is signed
+        by another key. (the Kubernetes base URL, Docker's key URL, each package's file by name)."""
+        minor = "v" + ".".join(version.split(".")[:2])
+        signer, stranger = "mlcluster rpm signer", "a stranger"
+        for name in (signer, stranger):
+            known = ["gpg", "--homedir", str(self.gnupg), "--batch", "--list-keys", name]
+            if subprocess.run(known, capture_output=True, check=False).returncode != 0:  # one key per name
+                self.gpg(
+                    "--passphrase", "", "--quick-gen-key", f"{name} <r@example.invalid>", "rsa3072", "sign", "never"
+                )
+        key = self.gpg("--armor", "--export", signer).stdout
+        kubernetes = self.web / "core:" / "stable:" / minor / "rpm"
+        docker_key = self.web / "linux" / "rhel" / "gpg"
+        docker = docker_key.parent / "9" / "x86_64" / "stable"
+        built: dict[str, Path] = {}
+        for name, package_version, _ in project_packages(version):
+            requires = {"kubeadm": "cri-tools >= 1.30.0", "kubelet": "kubernetes-cni >= 1.2.0"}.get(name, "")
+            built[name] = self._rpm(
+                kubernetes, name, package_version, requires, stranger if name == stranger_signs else signer
+            )
+        built["containerd.io"] = self._rpm(
+            docker, "containerd.io", "1.7.27", "", stranger if stranger_signs == "containerd.io" else signer
+        )
+        for folder in (kubernetes, docker):
+            subprocess.run(["createrepo_c", "--quiet", str(folder)], check=True, capture_output=True)
+        (kubernetes / "repodata" / "repomd.xml.key").write_text(key)
+        docker_key.write_text(key)
+        base = f"http://127.0.0.1:{self.files_port}"
+        return f"{base}/core:/stable:/{minor}", f"{base}/linux/rhel/gpg", built
+
+    def _rpm(self, folder: Path, name: str, package_version: str, requires: str, signer: str) -> Path:
+        staging = self.root / "rpm-staging" / name / package_version
+        path = built_rpm(staging, name, package_version.removesuffix("-1.1"), requires, gnupg=self.gnupg, signer=signer)
+        folder.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy(path, folder / path.name))
+
     def runner(self, argv: Sequence[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
         return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, check=False)
@@ -259,10 +299,11 @@ def built_rpm(into: Path, name: str, version: str, requires: str, *, gnupg: Path
 
 
 def rpm_family(bundle: Path, lock: dict[str, Any], version: str = VERSION, *, kubelet_signer: str = "") -> Path:
-    """The rpm family added to a fetched bundle as `fetch` on a RHEL machine would add it (this machine has no dnf):
-    the project's packages and Docker's containerd.io, signed by a key made for the test, that key as both
-    repository keys; the lockfile rewritten. `kubelet_signer`: another key signs kubelet's package (and only the
-    test's key is the repository's). Returns the key's gpg home (forget_gnupg_home it)."""
+    """The rpm family added to a fetched bundle in the layout `fetch` gives it (test_airgap_fetch.py runs the real
+    dnf), built here directly so that a bundle can also carry what `fetch` refuses: the project's packages and
+    Docker's containerd.io, signed by a key made for the test, that key as both repository keys; the lockfile
+    rewritten. `kubelet_signer`: another key signs kubelet's package (and only the test's key is the repository's),
+    as a bundle altered after the fetch would. Returns the key's gpg home (forget_gnupg_home it)."""
     gnupg = gnupg_home()
     gpg = ["gpg", "--homedir", str(gnupg), "--batch", "--passphrase", ""]
     for signer in ("mlcluster rpm test", *([kubelet_signer] if kubelet_signer else [])):

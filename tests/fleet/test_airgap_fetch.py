@@ -3,6 +3,7 @@ registry, skopeo, apt-ftparchive, gpg and apt-get); the fetched folder is then c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -117,16 +118,93 @@ def test_fetch_stops_by_name_at_what_upstream_cannot_prove(internet: Internet, t
     with pytest.raises(FetchError, match="package deb:kubeadm: "):
         fetch_with(internet, newer, charts, tmp_path / "newer")
 
-    # The RPM family on a machine without dnf: named, with the way out.
-    if shutil.which("dnf") is None:
-        rpm = unfetched_lock(base)
-        rpm["packages"] = {"rpm": [{"name": "kubeadm", "version": VERSION, "digest": None}]}
-        rpm["files"] += [
-            {"name": "kubernetes-rpm-key", "url": f"{base}/deb/Release.key", "digest": None},
-            {"name": "docker-ce-rpm-key", "url": f"{base}/deb/Release.key", "digest": None},
+
+def test_a_machine_without_dnf_is_told_before_anything_downloads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The RPM family on a machine whose PATH has skopeo but neither dnf nor rpmkeys: both named, with the way out."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("skopeo", "apt-get"):
+        found = shutil.which(tool)
+        assert found, f"{tool} is missing: bash .ci/os-packages fleet installs it"
+        (tools / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tools))
+    rpm = unfetched_lock("http://127.0.0.1:9")
+    rpm["packages"] = {"rpm": [{"name": "kubeadm", "version": VERSION, "digest": None}]}
+    with pytest.raises(FetchError) as stopped:
+        fetch_bundle(rpm, tmp_path / "charts", tmp_path / "rpm", say=lambda _: None)
+    assert str(stopped.value) == (
+        "dnf is not on this machine: it fetches the rpm family's packages: fetch on a RHEL-family machine (or install"
+        " dnf and dnf-plugins-core), or leave the family out with airGap.osFamilies: [deb]; rpmkeys is not on this"
+        " machine: it fetches the rpm family's signatures (it comes with rpm)"
+    )
+    assert not (tmp_path / "rpm").exists()  # nothing downloaded
+
+
+RPM_PACKAGES = ("kubeadm", "kubelet", "kubectl", "cri-tools", "kubernetes-cni", "containerd.io")
+
+
+def rpm_lock(base: str, docker_key: str) -> dict[str, Any]:
+    """What `lock` writes for an rpm-only stack (osFamilies: [rpm]) with one image and one chart."""
+    lock = unfetched_lock(base, IMAGES[:1])
+    lock["packages"] = {
+        "rpm": [
+            {"name": name, "version": VERSION if name in ("kubeadm", "kubelet", "kubectl") else None, "digest": None}
+            for name in RPM_PACKAGES
         ]
-        with pytest.raises(FetchError, match=r"^dnf is not on this machine: .*airGap.osFamilies: \[deb\]$"):
-            fetch_bundle(rpm, charts, tmp_path / "rpm", say=lambda _: None)
+    }
+    lock["files"] = [
+        {"name": "kubernetes-rpm-key", "url": f"{base}/rpm/repodata/repomd.xml.key", "digest": None},
+        {"name": "docker-ce-rpm-key", "url": docker_key, "digest": None},
+    ]
+    return lock
+
+
+def test_fetch_takes_rpms_with_the_real_dnf_and_checks_each_signature(internet: Internet, tmp_path: Path) -> None:
+    """The real `dnf download` (Debian's dnf 4.14 and dnf-plugins-core) from createrepo_c repositories laid out as the
+    project's and Docker's; each RPM then checked against its repository's key by the real rpmkeys."""
+    internet.push_images(tmp_path / "built-images", IMAGES[:1])
+    base, docker_key, first = internet.rpm_repositories(stranger_signs="kubelet")
+    kubeadm = first["kubeadm"].read_bytes()  # fetched before kubelet stops the run, kept by the resume
+    charts = pulled_charts(tmp_path / "charts")
+
+    # kubelet is signed by another key than the repository's: dnf download takes it (it checks no signature), the
+    # fetch's own check stops there, by name, and removes the file.
+    out = tmp_path / "bundle"
+    with pytest.raises(FetchError) as stopped:
+        fetch_with(internet, rpm_lock(base, docker_key), charts, out)
+    assert str(stopped.value).startswith(
+        f"package rpm:kubelet: {first['kubelet'].name} is not signed by the repository's key (rpmkeys --checksig:"
+    ), stopped.value
+    assert "SIGNATURES NOT OK" in str(stopped.value) and str(stopped.value).endswith("; it was removed")
+    assert not (out / "packages" / "rpm" / first["kubelet"].name).exists()
+
+    # The repository re-signed by its key (served again by the same URLs): the fetch resumes and completes.
+    internet.calls.clear()
+    base, docker_key, served = internet.rpm_repositories()
+    fetched = fetch_with(internet, rpm_lock(base, docker_key), charts, out)
+    by_name = {p["name"]: p for p in fetched["packages"]["rpm"]}
+    assert set(by_name) == set(RPM_PACKAGES)
+    assert by_name["kubeadm"]["file"] == f"kubeadm-{VERSION}-150500.1.1.x86_64.rpm"  # the pin, not the older patch
+    for name, package in by_name.items():
+        expected = "sha256:" + hashlib.sha256(kubeadm).hexdigest() if name == "kubeadm" else sha256_of(served[name])
+        assert package["digest"] == expected == sha256_of(out / package["path"]), name
+    downloads = [call for call in internet.calls if call[:2] == ["dnf", "download"]]
+    assert len(downloads) == len(RPM_PACKAGES) - 1  # kubeadm was fetched before kubelet stopped the first run
+    assert any("--repofrompath=mlcluster-docker,http://127.0.0.1:" in a and a.endswith("/linux/rhel/9/x86_64/stable")
+               for call in downloads for a in call)  # fmt: skip
+    checked = [call for call in internet.calls if call[0] == "rpmkeys" and "--checksig" in call]
+    assert len(checked) == len(RPM_PACKAGES)
+
+    # A resumed folder holding a package another key signed (carried in from elsewhere) is refused as well.
+    planted = out / by_name["kubectl"]["path"]
+    planted.unlink()
+    stranger_built = internet.rpm_repositories(stranger_signs="kubectl")[2]["kubectl"]
+    shutil.copy(stranger_built, planted)
+    with pytest.raises(FetchError, match=r"^package rpm:kubectl: .* is not signed by the repository's key"):
+        fetch_with(internet, rpm_lock(base, docker_key), charts, out)
+    assert not planted.exists()
 
 
 def test_the_fetch_command_adds_what_unresolved_asks_for_and_says_what_is_left(
