@@ -7,6 +7,7 @@ the same). The Spegel model (tests/fleet/spegel_configuration.py) held to Spegel
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 
 from components.render.seed import FILES_UNIT, REGISTRY_UNIT, files_unit, registry_unit
 
+from .airgap_upstream import built_rpm, forget_gnupg_home, gnupg_home
 from .spegel_configuration import add_mirror_configuration
 from .test_airgap_bundle import built_deb
 
@@ -34,6 +36,13 @@ def flat_repository(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         folder.mkdir(exist_ok=True)
         shutil.copy(built, folder / built.name)
     index(folder)
+    with served(folder) as base:
+        yield base, folder
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """The folder served by python's http.server on loopback, as the seed serves its bundle; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -47,7 +56,7 @@ def flat_repository(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         while subprocess.run(["curl", "-fsS", "-o", "/dev/null", f"http://127.0.0.1:{port}/"], check=False).returncode:
             assert time.monotonic() < deadline, "the file server did not start"
             time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/", folder
+        yield f"http://127.0.0.1:{port}/"
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -243,3 +252,72 @@ def test_the_spegel_model_writes_what_spegels_own_tests_expect(
         config, ["https://docker.io", "http://foo.bar:5000"], ["http://127.0.0.1:5000"], prepend=prepend
     )
     assert {str(p.relative_to(config)): p.read_text() for p in config.rglob("*") if p.is_file()} == expected
+
+
+@pytest.fixture
+def yum_repository(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
+    """(the repository's URL, its folder, its key's URL): createrepo_c's metadata over two RPMs built by rpmbuild,
+    kubectl signed by the repository's key and kubelet by another, served by python's http.server."""
+    folder = tmp_path / "yum"
+    gnupg = gnupg_home()
+    try:
+        gpg = ["gpg", "--homedir", str(gnupg), "--batch", "--passphrase", ""]
+        for signer in ("repository", "stranger"):
+            generate = [*gpg, "--quick-gen-key", f"{signer} <r@example.invalid>", "rsa3072", "sign", "never"]
+            subprocess.run(generate, check=True, capture_output=True)
+        for name, signer in (("kubectl", "repository"), ("kubelet", "stranger")):
+            built = built_rpm(tmp_path / "build" / name, name, "1.35.8", "", gnupg=gnupg, signer=signer)
+            folder.mkdir(exist_ok=True)
+            shutil.copy(built, folder / built.name)
+        subprocess.run(["createrepo_c", "--quiet", str(folder)], check=True, capture_output=True)
+        key = subprocess.run([*gpg, "--armor", "--export", "repository"], check=True, capture_output=True).stdout
+        (folder / "repodata" / "repomd.xml.key").write_bytes(key)
+    finally:
+        forget_gnupg_home(gnupg)
+    with served(folder) as base:
+        yield base, folder, f"{base}repodata/repomd.xml.key"
+
+
+def test_the_dnf_stub_refuses_what_the_real_dnf_refuses_in_its_words(
+    yum_repository: tuple[str, Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real dnf (Debian's dnf 4.14, installing into a root of its own with gpgcheck=1 and the repository's key) and
+    the dnf stub's download check, on the same repository: a package another key signed, then a package whose bytes
+    differ from the metadata at the same size. Both exit 1 with the same words."""
+    assert shutil.which("dnf"), "dnf is missing: bash .ci/os-packages fleet installs it"
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "stubs"))
+    import _stub
+    import packages
+
+    base, folder, key = yum_repository
+    index = packages._rpm_index(base)
+    nevra = {name: f"{name}-1.35.8-150500.1.1.x86_64" for name in ("kubectl", "kubelet")}
+    cases = (
+        ("kubelet", ["Public key for {file} is not installed. Failing package is: {nevra}", "Error: GPG check FAILED"]),
+        (
+            "kubectl",
+            [
+                "{file}: Downloading successful, but checksum doesn't match.",
+                "Error: Error downloading packages:",
+                "{nevra}: Cannot download, all mirrors were already tried without success",
+            ],
+        ),
+    )
+    one_byte_flipped(next(folder.glob("kubectl-*.rpm")))
+    for name, words in cases:
+        file = f"{nevra[name]}.rpm"
+        expected = [w.format(file=file, nevra=nevra[name]) for w in words]
+        real = subprocess.run(
+            [
+                "dnf", "install", "-y", f"--installroot={tmp_path / name / 'root'}", "--releasever=9",
+                f"--setopt=cachedir={tmp_path / name / 'cache'}", f"--repofrompath=seed,{base}", "--repo=seed",
+                "--setopt=seed.gpgcheck=1", f"--setopt=seed.gpgkey={key}", name,
+            ],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert real.returncode == 1, real.stdout + real.stderr
+        assert all(w in real.stdout + real.stderr for w in expected), (expected, real.stdout + real.stderr)
+        with pytest.raises(_stub.StubExit) as refused:
+            packages._rpm_fetched(base, index[name][-1], key, name)
+        assert refused.value.code == 1
+        assert all(w in refused.value.message for w in expected), (expected, refused.value.message)

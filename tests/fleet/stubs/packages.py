@@ -17,7 +17,8 @@ A yum repository on the seed (a `.repo` whose baseurl is on the fleet's network)
 repodata/repomd.xml and the primary metadata it names (createrepo_c's, on the seed), refuses a package whose sha256
 differs from the metadata's checksum (librepo: "checksum doesn't match"), and with gpgcheck=1 imports the repository's
 gpgkey and checks the package's signature with the real rpmkeys (dnf/base.py _sig_check_pkg: "Public key for %s is
-not installed", then "Error: GPG check FAILED"). A package's `Requires` found in the metadata come with it.
+not installed. Failing package is: %s", then "Error: GPG check FAILED"; the words held to the real dnf 4.14). A
+package's `Requires` found in the metadata come with it.
 """
 
 from __future__ import annotations
@@ -370,6 +371,7 @@ def _rpm_index(base: str) -> dict[str, list[dict[str, Any]]]:
         checksum = package.find("common:checksum", _COMMON_NS)
         href = package.find("common:location", _COMMON_NS)
         name = package.find("common:name", _COMMON_NS)
+        arch = package.find("common:arch", _COMMON_NS)
         if version is None or checksum is None or href is None or name is None or name.text is None:
             continue
         requires = [
@@ -379,6 +381,7 @@ def _rpm_index(base: str) -> dict[str, list[dict[str, Any]]]:
             {
                 "version": version.attrib["ver"],
                 "release": version.attrib["rel"],
+                "arch": arch.text if arch is not None and arch.text else "noarch",
                 "location": href.attrib["href"],
                 "sha256": checksum.text,
                 "requires": requires,
@@ -389,20 +392,27 @@ def _rpm_index(base: str) -> dict[str, list[dict[str, Any]]]:
 
 def _rpm_fetched(base: str, entry: dict[str, Any], gpgkey: str | None, name: str) -> None:
     """The package's file downloaded and checked as dnf does: its checksum, then (gpgcheck=1) its signature with the
-    real rpmkeys against the repository's key."""
+    real rpmkeys against the repository's key. The words are dnf 4.14's (librepo's "[MIRROR] …: Downloading
+    successful, but checksum doesn't match", dnf/base.py "Error downloading packages" and _sig_check_pkg's "Public key
+    for %s is not installed. Failing package is: %s", "GPG check FAILED"), held to the real dnf by
+    tests/fleet/test_airgap_contracts.py."""
     import subprocess
     import tempfile
 
     data = _fetch(base + entry["location"])
+    file = os.path.basename(entry["location"])
+    nevra = f"{name}-{entry['version']}-{entry['release']}.{entry['arch']}"
     if hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise fail(
-            f"Error: Error downloading packages:\n  {name}: Downloading successful, but checksum doesn't match."
-            f" Calculated: {hashlib.sha256(data).hexdigest()}(sha256)  Expected: {entry['sha256']}(sha256)",
+            f"[MIRROR] {file}: Downloading successful, but checksum doesn't match."
+            f" Calculated: {hashlib.sha256(data).hexdigest()}(sha256)  Expected: {entry['sha256']}(sha256)\n"
+            f"[FAILED] {file}: No more mirrors to try - All mirrors were already tried without success\n"
+            f"Error: Error downloading packages:\n  {nevra}: Cannot download, all mirrors were already tried without"
+            " success",
             1,
         )
     if gpgkey is None:
         return
-    file = os.path.basename(entry["location"])
     with tempfile.TemporaryDirectory(prefix="mlcluster-dnf-") as work:
         (Path(work) / file).write_bytes(data)
         (Path(work) / "key.asc").write_bytes(_fetch(gpgkey))
@@ -414,7 +424,11 @@ def _rpm_fetched(base: str, entry: dict[str, Any], gpgkey: str | None, name: str
             [*rpmkeys, "--checksig", str(Path(work) / file)], check=False, capture_output=True, text=True
         )
     if checked.returncode != 0 or "signatures OK" not in checked.stdout:
-        raise fail(f"Public key for {file} is not installed\nError: GPG check FAILED", 1)
+        raise fail(
+            f"Public key for {file} is not installed. Failing package is: {nevra}\n GPG Keys are configured as:"
+            f" {gpgkey}\nError: GPG check FAILED",
+            1,
+        )
 
 
 def _repo_excludes(text: str) -> list[str]:
