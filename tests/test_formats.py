@@ -194,6 +194,19 @@ def test_url_is_refused_or_a_toml_table_key_and_a_url_that_read_back(value: str)
     assert urlsplit(value).geturl() == value and not re.search(r"\s", value)
 
 
+@PROPERTY
+@given(
+    st.one_of(hostile_text.map(lambda s: "https://" + s), st.from_regex(r"https?://[a-z0-9.:/-]{1,30}", fullmatch=True))
+)
+def test_registry_url_is_refused_or_a_url_spegel_takes(value: str) -> None:
+    """spegel v0.7.4 pkg/oci/filter.go validateRegistryURL: http or https, no path, query or user."""
+    if formats.registry_url(value) is not None:
+        return
+    assert formats.http_url(value) is None
+    parts = urlsplit(value)
+    assert parts.scheme in ("http", "https") and parts.path == "" and not parts.query and parts.username is None
+
+
 def test_storage_uris_user_names_and_header_values() -> None:
     assert formats.storage_uri("s3://bucket/model") is None and formats.storage_uri("hf://org/m") is None
     for bad in ("bucket/model", "s3://", "file:///etc/shadow", "s3://b/m\n", "s3://b m"):
@@ -218,5 +231,13 @@ def test_guards_are_listed_in_the_module_table() -> None:
     guards = [name for name in vars(formats) if callable(getattr(formats, name)) and not name.startswith("_")]
     for name in ("single_line", "systemd_path", "fstab_field", "mount_path", "label_value", "dns_name"):
         assert name in guards and f"`{name}`" in table, name
-    for name in ("image_reference", "http_url", "storage_uri", "user_name", "ssh_host_key", "header_value"):
+    for name in (
+        "image_reference",
+        "http_url",
+        "registry_url",
+        "storage_uri",
+        "user_name",
+        "ssh_host_key",
+        "header_value",
+    ):
         assert name in guards and f"`{name}`" in table, name

@@ -17,6 +17,7 @@ in an fstab line starts a new field). Encoders whose output is parsed back in th
 | DNS name                         | `dns_name` (`dns_key`: its identity)    |
 | container image reference        | `image_reference`                       |
 | http(s) URL                      | `http_url`                              |
+| registry URL (Spegel)            | `registry_url`                          |
 | HTTP header value (secret)       | `header_value`                          |
 | storage URI (KServe)             | `storage_uri`                           |
 | Linux user name (SSH)            | `user_name`                             |
