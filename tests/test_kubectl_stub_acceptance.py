@@ -1086,3 +1086,88 @@ def test_the_rendered_mpi_test_uses_only_what_the_ngc_pytorch_image_ships_or_ins
     node = dict(launcher["containers"][0], command=job["spec"]["trainer"]["command"])
     assert ao._image_problem({"containers": [node]}, "node") is None
     assert {render.MPIRUN, render.ALL_REDUCE} <= ao.NGC_PYTORCH_BINARIES
+
+
+# ---- drain: kubectl waits for the evicted pods to go (kubernetes/kubectl pkg/drain/drain.go, v0.35.0) ------------
+
+
+def _with_pods(cli: Cli, pods: dict[str, dict[str, Any]], ready: bool = True) -> None:
+    cluster = cli.cluster()
+    cluster["pods"] = pods
+    cluster["nodes"]["gpu-1"]["ready"] = ready
+    cli.cluster_file.write_text(json.dumps(cluster))
+
+
+@pytest.mark.parametrize(
+    ("pods", "waits"),
+    [
+        ({}, 0.0),
+        ({"quick": {"node": "gpu-1"}}, 0.0),
+        # Seen gone at kubectl's next once-a-second check; the slowest pod sets the wait (evictions run together).
+        ({"slow": {"node": "gpu-1", "stopSeconds": 1.2}, "quick": {"node": "gpu-1"}}, 2.0),
+        # The kubelet kills what still runs at the end of the grace period.
+        ({"stubborn": {"node": "gpu-1", "stopSeconds": 600, "terminationGracePeriodSeconds": 1}}, 1.0),
+        # A pod on another node is not waited for.
+        ({"elsewhere": {"node": "gpu-2", "stopSeconds": 600}}, 0.0),
+    ],
+)
+def test_drain_waits_until_the_evicted_pods_have_stopped(
+    cli: Cli, pods: dict[str, dict[str, Any]], waits: float
+) -> None:
+    _with_pods(cli, pods)
+    started = time.monotonic()
+    rc, out, err = cli("drain", "gpu-1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=10m")
+    took = time.monotonic() - started
+    assert (rc, err) == (0, ""), err
+    assert waits <= took < waits + 0.5, took
+    on_node = sorted(n for n, p in pods.items() if p["node"] == "gpu-1")
+    assert [line for line in out.splitlines() if line.startswith("evicting")] == [
+        f"evicting pod default/{n}" for n in on_node
+    ]
+    assert out.splitlines()[-1] == "node/gpu-1 drained"
+    assert sorted(cli.cluster()["pods"]) == sorted(n for n in pods if n not in on_node)
+
+
+def test_drain_gives_up_at_its_timeout_as_kubectl_reports_it(cli: Cli) -> None:
+    _with_pods(cli, {"slow": {"node": "gpu-1", "stopSeconds": 5}})
+    started = time.monotonic()
+    rc, _, err = cli("drain", "gpu-1", "--ignore-daemonsets", "--timeout=1s")
+    assert rc == 1 and 1.0 <= time.monotonic() - started < 1.5
+    waited = 'error when waiting for pod "slow" in namespace "default" to terminate: context deadline exceeded'
+    assert err.splitlines() == [
+        f'error: unable to drain node "gpu-1" due to error: {waited}, continuing command...',
+        "There are pending nodes to be drained:",
+        " gpu-1",
+        f"error: {waited}",
+    ]
+    assert "slow" in cli.cluster()["pods"], "a pod that did not stop was taken off the node"
+
+
+def test_a_not_ready_nodes_drain_never_sees_its_pods_go(cli: Cli) -> None:
+    _with_pods(cli, {"work": {"node": "gpu-1"}}, ready=False)
+    rc, _, err = cli("drain", "gpu-1", "--ignore-daemonsets", "--timeout=1m")
+    assert rc == 1 and err.endswith(
+        'error: error when waiting for pod "work" in namespace "default" to terminate: context deadline exceeded'
+    )
+    for no_limit in ([], ["--timeout=0s"]):
+        rc, _, err = cli("drain", "gpu-1", "--ignore-daemonsets", *no_limit)
+        assert rc == 1 and "without --timeout never ends" in err
+
+
+def test_a_zero_timeout_is_no_limit(cli: Cli) -> None:
+    _with_pods(cli, {"slow": {"node": "gpu-1", "stopSeconds": 1}})
+    rc, out, err = cli("drain", "gpu-1", "--ignore-daemonsets", "--timeout=0s")
+    assert (rc, err) == (0, "") and out.endswith("node/gpu-1 drained\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("10m", 600.0), ("1h30m", 5400.0), ("90s", 90.0), ("500ms", 0.5), ("1.5s", 1.5)]
+)
+def test_drain_timeouts_read_as_go_durations(stub: Any, text: str, seconds: float) -> None:
+    assert stub._go_duration_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["10", "ten minutes", "10x", "5m junk"])
+def test_a_timeout_go_would_refuse_is_refused(stub: Any, text: str) -> None:
+    with pytest.raises(sys.modules["_stub"].StubExit, match="invalid duration"):
+        stub._go_duration_seconds(text)

@@ -99,6 +99,58 @@ def _pods(cluster: dict[str, Any], argv: list[str]) -> int:
     return 0
 
 
+DEFAULT_GRACE_SECONDS = 30
+"""A pod's terminationGracePeriodSeconds when its spec sets none (kubernetes/api core/v1 types.go,
+DefaultTerminationGracePeriodSeconds, v0.35.0): the kubelet kills what is still running then."""
+
+
+def _go_duration_seconds(text: str) -> float:
+    """kubectl's --timeout is a Go duration (time.ParseDuration): 90s, 10m, 1h30m, 500ms."""
+    import re
+
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise fail(f'error: invalid argument "{text}" for "--timeout" flag: time: invalid duration "{text}"')
+    unit = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    return sum(float(n) * unit[u] for n, u in parts)
+
+
+def _wait_for_evictions(node_name: str, pods: dict[str, dict[str, Any]], node: dict[str, Any], argv: list[str]) -> None:
+    """What `kubectl drain` waits for once it has evicted the node's pods (kubernetes/kubectl pkg/drain/drain.go,
+    evictPods and waitForDelete, v0.35.0): every pod gone, checked each second, for at most --timeout (none: for
+    ever). A pod goes once its containers stop: `stopSeconds` of the test's marker (how long it takes to exit after
+    SIGTERM; 0 unless set), at most its grace period, when the kubelet kills it. A NotReady node's kubelet confirms
+    nothing, so that wait runs out (reported at once here, not after the timeout). A timeout fails as
+    pkg/cmd/drain/drain.go RunDrain reports it."""
+    import math
+    import time
+
+    # A dead kubelet's node may list no pod here; its drain still waits on the workload it ran.
+    pod_name = next(iter(pods), "work-1")
+    timeout_text = next((a.split("=", 1)[1] for a in argv if a.startswith("--timeout=")), None)
+    timeout = (_go_duration_seconds(timeout_text) if timeout_text else 0.0) or math.inf  # 0: no limit
+    if not node.get("ready", True):
+        if math.isinf(timeout):
+            raise fail(f"stub kubectl: drain of NotReady node {node_name!r} without --timeout never ends")
+        longest = math.inf
+    else:
+        stops = [
+            min(float(p.get("stopSeconds", 0)), float(p.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)))
+            for p in pods.values()
+        ]
+        longest = max(stops, default=0.0)
+        if longest > timeout:
+            time.sleep(timeout)
+    if longest > timeout:
+        waited = f'error when waiting for pod "{pod_name}" in namespace "default" to terminate'
+        waited += ": context deadline exceeded"
+        unable = f'error: unable to drain node "{node_name}" due to error: {waited}, continuing command...'
+        print(unable, file=sys.stderr)
+        print(f"There are pending nodes to be drained:\n {node_name}", file=sys.stderr)
+        raise fail(f"error: {waited}")
+    time.sleep(math.ceil(longest))  # kubectl sees a pod gone at its next once-a-second check
+
+
 def _jsonpath(node: dict[str, Any], path: str) -> str:
     if path == "{.spec.taints}":
         import acceptance_objects
@@ -329,21 +381,14 @@ def kubectl(host: Host, argv: list[str]) -> int:
                             f"error: unable to drain node {name!r} due to error: cannot delete DaemonSet-managed"
                             " Pods (use --ignore-daemonsets to ignore)"
                         )
-                    if not nodes[name].get("ready", True):
-                        # The pods' deletion is never confirmed by a dead kubelet: kubectl waits out --timeout.
-                        timeout = next((a.split("=", 1)[1] for a in argv if a.startswith("--timeout=")), None)
-                        if timeout is None:
-                            raise fail(f"stub kubectl: drain of NotReady node {name!r} without --timeout never ends")
-                        raise fail(
-                            f"error: unable to drain node {name!r} due to error: error when waiting for pod"
-                            f' "work-1" in namespace "default" to terminate: global timeout reached: {timeout}'
-                        )
+                    on_node = sorted(n for n, pod in (cluster.get("pods") or {}).items() if pod["node"] == name)
+                    for pod_name in on_node:
+                        print(f"evicting pod default/{pod_name}")
+                    _wait_for_evictions(name, {n: cluster["pods"][n] for n in on_node}, nodes[name], argv)
                     # Evictions: the "pods" on the node go (a test's running-job markers among them).
-                    for pod_name, pod in sorted((cluster.get("pods") or {}).items()):
-                        if pod["node"] == name:
-                            del cluster["pods"][pod_name]
-                            cluster.setdefault("evicted", []).append(pod_name)
-                            print(f"evicting pod {pod_name}")
+                    for pod_name in on_node:
+                        del cluster["pods"][pod_name]
+                        cluster.setdefault("evicted", []).append(pod_name)
                     print(f"node/{name} drained")
         elif verb == "uncordon":
             for name in names:
