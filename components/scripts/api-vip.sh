@@ -45,6 +45,11 @@ if [ -n "$ENDPOINT_NAME" ]; then
   ok "$ENDPOINT_NAME resolves to $VIP_ADDRESS"
 fi
 
+# The addresses in keepalived.conf's unicast_peer block (read from stdin), one per line.
+unicast_peers() {
+  sed -n '/^    unicast_peer {$/,/^    }$/{/^        [^ #]/s/^ *//p}'
+}
+
 # Someone on the network answers ARP for the address: a connection attempt makes the kernel ask, then the neighbour
 # table says whether anyone answered. Only the first control plane asks, and only before its keepalived carries this
 # VIP: the others start after it, when the VIP rightly answers.
@@ -90,7 +95,31 @@ fi
 selinux_relabel "${check_script%/*}"
 printf '%s\n' "$HAPROXY_CFG" >"$staged/haproxy.cfg"
 haproxy_check=$(haproxy -c -q -f "$staged/haproxy.cfg" 2>&1) || die "haproxy refuses the rendered config: $haproxy_check"
-printf '%s\n' "${KEEPALIVED_CONF//"$INTERFACE_PLACEHOLDER"/$interface}" >"$staged/keepalived.conf"
+keepalived_text=${KEEPALIVED_CONF//"$INTERFACE_PLACEHOLDER"/$interface}
+
+# A control plane this change drops may still run keepalived: the engine updates the remaining control planes first
+# and runs the leaving one's reset, which stops its keepalived and haproxy, only at the end of the `up`, after its
+# drain (minutes when pods take their grace period). A backup that stops hearing the holder's adverts takes the VIP
+# itself after three missed ones, and the network's ARP entries then flap between two holders. So a dropped peer
+# whose haproxy still answers on the VIP's port (every control plane's firewall opens it) stays a peer until the next
+# change of this step finds it stopped.
+peers_block=$'    unicast_peer {\n'
+if [[ $keepalived_text == *"$peers_block"* ]]; then
+  rendered_peers=$'\n'$(unicast_peers <<<"$keepalived_text")$'\n'
+  current_peers=$(unicast_peers <<<"$current_conf")
+  kept_peers=""
+  while IFS= read -r peer; do
+    [ -n "$peer" ] && [[ $rendered_peers != *$'\n'"$peer"$'\n'* ]] || continue
+    if tcp_connects "$peer" "$VIP_PORT" 2; then
+      kept_peers+="        # mlcluster: $peer left the control planes; a peer while its keepalived may still run"$'\n'
+      kept_peers+="        $peer"$'\n'
+      ok "$peer stays a VRRP peer while its haproxy answers (a control plane that leaves stops both at the end" \
+        "of this run; the next change of this step drops it)"
+    fi
+  done <<<"$current_peers"
+  keepalived_text=${keepalived_text/"$peers_block"/"$peers_block$kept_peers"}
+fi
+printf '%s\n' "$keepalived_text" >"$staged/keepalived.conf"
 keepalived_check=$(keepalived -t -f "$staged/keepalived.conf" 2>&1) ||
   die "keepalived refuses the rendered config: $keepalived_check"
 

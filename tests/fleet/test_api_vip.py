@@ -36,12 +36,18 @@ def _context() -> ssl.SSLContext:
 
 def ready_through(address: str, port: int = VIP_PORT, timeout: float = 0.5) -> bool:
     """GET /readyz through the VIP from outside the control planes (the test machine is on the fleet's bridge)."""
+    return why_not_ready(address, port, timeout) is None
+
+
+def why_not_ready(address: str, port: int = VIP_PORT, timeout: float = 0.5) -> str | None:
+    """None when /readyz answered 200 through the VIP, else what went wrong (a status, a refusal, a timeout)."""
     connection = http.client.HTTPSConnection(address, port, timeout=timeout, context=_context())
     try:
         connection.request("GET", "/readyz")
-        return connection.getresponse().status == 200
-    except OSError:
-        return False
+        status = connection.getresponse().status
+        return None if status == 200 else f"status {status}"
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
     finally:
         connection.close()
 
@@ -180,29 +186,76 @@ def test_three_control_planes_hold_the_vip_and_it_moves_in_seconds(fleet, fleet_
     assert holders(hosts, vip, [*control_planes, "cp-4"]) == [holder], "a reload moved the VIP"
     MEASUREMENTS["apiVip day-2: control plane and worker joined through the VIP held by"] = holder
 
-    # The control plane leaves again: it stops answering for the VIP, the others drop it from their configs.
+    # The control plane leaves again: it stops answering for the VIP, the others drop it from their configs. Its
+    # drain waits for a pod that takes 6 s to stop (inside the default 30 s grace period), so the others' new configs
+    # are live for longer than keepalived's takeover (3 missed adverts) before its own reset: it must stay a backup.
+    leaving = hosts["cp-4"].address
+    with hosts.cluster_lock() as cluster:
+        cluster.setdefault("pods", {})["slow-to-stop"] = {"node": "cp-4", "stopSeconds": 6}
     values["nodes"] = [n for n in values["nodes"] if n["name"] != "cp-4"]
-    with probing(vip) as failures:
+    with probing(vip) as failures, watching_holders(hosts, vip, [*control_planes, "cp-4"]) as seen:
         shrunk = fleet_engine.up(values, secret)
     shrunk.raise_error()
-    assert failures == [], failures
+    drain = shrunk.step("cp-4-drain-on-removal", "delete")
+    assert drain.ended - drain.started >= 6.0, "the drain did not wait for the pod: the window is not exercised"
+    assert seen == [(holder,)], f"while cp-4 left, the VIP was held by {seen}"
+    assert failures == [], f"the API did not answer through the VIP while a control plane left: {failures}"
+    for name in control_planes:
+        output = shrunk.step(f"{name}-api-vip").stdout or ""
+        assert f"ok: {leaving} stays a VRRP peer while its haproxy answers" in output, output
+        assert "cp-4" not in hosts[name].read("/etc/haproxy/haproxy.cfg")
     services = hosts["cp-4"].state()["services"]
     assert not services["keepalived"]["enabled"] and not services["keepalived"]["active"]
     assert not services["haproxy"]["enabled"] and not services["haproxy"]["active"]
+
+    # The next change of the step (the interface named instead of found) drops the stopped peer, VIP unmoved.
+    values["cluster"]["apiVip"]["interface"] = "eth0"
+    with probing(vip) as failures, watching_holders(hosts, vip, control_planes) as seen:
+        renamed = fleet_engine.up(values, secret)
+    renamed.raise_error()
+    assert seen == [(holder,)] and failures == [], (seen, failures)
     for name in control_planes:
-        assert "cp-4" not in hosts[name].read("/etc/haproxy/haproxy.cfg")
+        output = renamed.step(f"{name}-api-vip").stdout or ""
+        assert "keepalived.conf written, keepalived reloaded" in output and "stays a VRRP peer" not in output, output
+        assert leaving not in hosts[name].read("/etc/keepalived/keepalived.conf")
 
 
 @contextlib.contextmanager
-def probing(vip: str) -> Iterator[list[float]]:
-    """Probe the API through the VIP every 50 ms while the block runs; yields the failed probes' times."""
-    failures: list[float] = []
+def watching_holders(hosts: Fleet, vip: str, names: list[str]) -> Iterator[list[tuple[str, ...]]]:
+    """Which of `names` hold the VIP, sampled every 0.2 s while the block runs; yields each distinct holding in
+    the order seen (one holder all along: a list of one)."""
+    seen: list[tuple[str, ...]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            holding = tuple(holders(hosts, vip, names))
+            if not seen or seen[-1] != holding:
+                seen.append(holding)
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def probing(vip: str) -> Iterator[list[str]]:
+    """Probe the API through the VIP every 50 ms while the block runs; yields the failed probes, each as its time
+    (monotonic seconds) and what went wrong."""
+    failures: list[str] = []
     done = threading.Event()
 
     def probe() -> None:
         while not done.is_set():
-            if not ready_through(vip):
-                failures.append(round(time.monotonic(), 2))
+            started = time.monotonic()
+            failure = why_not_ready(vip)
+            if failure is not None:
+                failures.append(f"{started:.2f} ({time.monotonic() - started:.2f}s): {failure}")
             time.sleep(PROBE_SECONDS)
 
     thread = threading.Thread(target=probe, daemon=True)
