@@ -10,7 +10,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -221,26 +221,38 @@ def test_three_control_planes_hold_the_vip_and_it_moves_in_seconds(fleet, fleet_
 
 
 @contextlib.contextmanager
+def sampled_every(seconds: float, sample: Callable[[], None]) -> Iterator[None]:
+    """Call `sample` in a thread of its own every `seconds` while the block runs, and once the block has ended."""
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.is_set():
+            sample()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        sample()
+
+
+@contextlib.contextmanager
 def watching_holders(hosts: Fleet, vip: str, names: list[str]) -> Iterator[list[tuple[str, ...]]]:
     """Which of `names` hold the VIP, sampled every 0.2 s while the block runs; yields each distinct holding in
     the order seen (one holder all along: a list of one)."""
     seen: list[tuple[str, ...]] = []
-    done = threading.Event()
 
     def watch() -> None:
-        while not done.is_set():
-            holding = tuple(holders(hosts, vip, names))
-            if not seen or seen[-1] != holding:
-                seen.append(holding)
-            time.sleep(0.2)
+        holding = tuple(holders(hosts, vip, names))
+        if not seen or seen[-1] != holding:
+            seen.append(holding)
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    try:
+    with sampled_every(0.2, watch):
         yield seen
-    finally:
-        done.set()
-        thread.join()
 
 
 @contextlib.contextmanager
@@ -248,23 +260,15 @@ def probing(vip: str) -> Iterator[list[str]]:
     """Probe the API through the VIP every 50 ms while the block runs; yields the failed probes, each as its time
     (monotonic seconds) and what went wrong."""
     failures: list[str] = []
-    done = threading.Event()
 
     def probe() -> None:
-        while not done.is_set():
-            started = time.monotonic()
-            failure = why_not_ready(vip)
-            if failure is not None:
-                failures.append(f"{started:.2f} ({time.monotonic() - started:.2f}s): {failure}")
-            time.sleep(PROBE_SECONDS)
+        started = time.monotonic()
+        failure = why_not_ready(vip)
+        if failure is not None:
+            failures.append(f"{started:.2f} ({time.monotonic() - started:.2f}s): {failure}")
 
-    thread = threading.Thread(target=probe, daemon=True)
-    thread.start()
-    try:
+    with sampled_every(PROBE_SECONDS, probe):
         yield failures
-    finally:
-        done.set()
-        thread.join()
 
 
 def test_an_address_someone_holds_is_refused_before_anything_else_runs(fleet, fleet_engine) -> None:
