@@ -287,7 +287,11 @@ def _inject_once(host: Host, line: str) -> None:
     """Apply the sweep's one-time faults aimed at `line` (see the module docstring)."""
     held = _take_once(host, "holdOnce", line)
     if held is not None:
-        (host.state_dir / held).write_text(json.dumps({"pid": os.getpid(), "line": line}))
+        # Whole the moment it exists: the sweep reads it as soon as it sees the name (a plain write once showed it
+        # an empty file).
+        partial = host.state_dir / f"{held}.partial"
+        partial.write_text(json.dumps({"pid": os.getpid(), "line": line}))
+        os.replace(partial, host.state_dir / held)
         release = host.state_dir / "release"
         deadline = time.monotonic() + HOLD_SECONDS
         while not release.exists() and time.monotonic() < deadline:
